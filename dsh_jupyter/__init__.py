@@ -1,0 +1,1 @@
+"""dsh-jupyter: a Code-Mode tool registry for Jupyter."""

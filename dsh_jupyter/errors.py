@@ -1,0 +1,106 @@
+"""Every error dsh-jupyter raises or reports, with a stable ``code``.
+
+Tool failures are *values* (:class:`~dsh_jupyter.ToolFailure`); the exceptions
+below are raised only for programmer misuse (a bad definition, a bad filter) or
+used inside the pipeline to carry a code to the failure it becomes::
+
+    DshError                      code
+    ├── RegistrationError         INVALID_REGISTRATION   bad definition, filter, scope or hook
+    ├── UnsupportedSchemaError    UNSUPPORTED_SCHEMA     schema outside the supported subset
+    ├── ToolArgsError             INVALID_ARGS           arguments that are not lossless JSON or
+    │                                                    do not match the parameter schema
+    ├── InvalidToolOutputError    INVALID_TOOL_OUTPUT    a body's value violates its output schema
+    ├── UnknownToolError          UNKNOWN_TOOL           no visible tool of that name
+    ├── ToolDeniedError           DENIED                 pre-execute deny, guard or post-execute block
+    ├── ToolAbortedError          ABORTED / ABORTED_BEFORE_DISPATCH
+    ├── ToolTimeoutError          TOOL_TIMEOUT           the opt-in timeout wrapper fired
+    ├── HookError                 HOOK_FAILED            a policy hook raised
+    └── CodeModeError             CODE_MODE_UNAVAILABLE  code mode without a usable runtime
+
+A tool body may raise :class:`ToolError` (or any ``DshError``) to choose the
+code of its failure; any other exception becomes a failure without a code.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import ClassVar
+
+
+class DshWarning(UserWarning):
+    """Warnings issued by dsh-jupyter (tests turn them into errors)."""
+
+
+class DshError(Exception):
+    """Base class: every error has a stable, machine-readable ``code``."""
+
+    default_code: ClassVar[str] = "DSH_ERROR"
+
+    def __init__(self, message: str, *, code: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.code = code or self.default_code
+
+
+class ToolError(DshError):
+    """Raise from a tool body to fail with your own message and code."""
+
+    default_code = "TOOL_ERROR"
+
+
+class RegistrationError(DshError):
+    default_code = "INVALID_REGISTRATION"
+
+
+class UnsupportedSchemaError(DshError):
+    """A schema uses constructs outside the supported subset; ``violations`` lists each."""
+
+    default_code = "UNSUPPORTED_SCHEMA"
+
+    def __init__(self, what: str, violations: Sequence[str]) -> None:
+        self.violations = tuple(violations)
+        shown = "\n".join(f"  - {v}" for v in self.violations[:20])
+        more = len(self.violations) - 20
+        if more > 0:
+            shown += f"\n  ... and {more} more"
+        super().__init__(f"{what} is outside the supported JSON Schema subset:\n{shown}")
+
+
+class ToolArgsError(DshError):
+    default_code = "INVALID_ARGS"
+
+    def __init__(self, message: str, violations: Sequence[str] = ()) -> None:
+        self.violations = tuple(violations)
+        super().__init__(message)
+
+
+class InvalidToolOutputError(DshError):
+    default_code = "INVALID_TOOL_OUTPUT"
+
+
+class UnknownToolError(DshError):
+    default_code = "UNKNOWN_TOOL"
+
+
+class ToolDeniedError(DshError):
+    default_code = "DENIED"
+
+
+class ToolAbortedError(DshError):
+    default_code = "ABORTED"
+
+
+class ToolTimeoutError(DshError):
+    default_code = "TOOL_TIMEOUT"
+
+
+class HookError(DshError):
+    default_code = "HOOK_FAILED"
+
+
+class CodeModeError(DshError):
+    default_code = "CODE_MODE_UNAVAILABLE"
+
+
+class CodeRunFailedError(DshError):
+    default_code = "CODE_RUN_FAILED"

@@ -1,0 +1,206 @@
+"""Lossless JSON values: the only data that crosses a boundary.
+
+``snapshot_json`` turns a Python value into a frozen, detached JSON value or
+says precisely what is not lossless JSON and where. JSON semantics: ``bool`` is
+never a number, ``1.0`` is a number equal to ``1``, and NaN, ±Infinity and
+``-0.0`` are rejected because they do not survive a JSON round trip. Objects
+become :class:`FrozenDict` (a ``dict``) and arrays :class:`FrozenList` (a
+``list``), so ``json.dumps`` and ``isinstance`` checks keep working while
+mutation raises ``TypeError``. Every traversal here uses an explicit stack:
+values nested thousands of levels deep never hit the recursion limit.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator
+from typing import Any, NoReturn, TypeAlias
+
+JsonValue: TypeAlias = "None | bool | int | float | str | list[JsonValue] | dict[str, JsonValue]"
+JsonObject: TypeAlias = "dict[str, JsonValue]"
+
+
+def _immutable(self: object, *_: object, **__: object) -> NoReturn:
+    raise TypeError(f"{type(self).__name__} is immutable: snapshot values are frozen; copy with thaw()")
+
+
+class FrozenDict(dict[str, Any]):
+    """A JSON object that refuses mutation (still a ``dict`` for readers)."""
+
+    __slots__ = ()
+    __setitem__ = __delitem__ = _immutable
+    clear = pop = popitem = setdefault = update = __ior__ = _immutable
+
+    def __hash__(self) -> int:  # type: ignore[override]
+        return id(self)
+
+    def __copy__(self) -> FrozenDict:
+        return self
+
+    def __deepcopy__(self, memo: object) -> FrozenDict:
+        return self
+
+    def __reduce__(self) -> tuple[object, ...]:
+        return (dict, (dict(self),))
+
+
+class FrozenList(list[Any]):
+    """A JSON array that refuses mutation (still a ``list`` for readers)."""
+
+    __slots__ = ()
+    __setitem__ = __delitem__ = __iadd__ = __imul__ = _immutable
+    append = extend = insert = pop = remove = clear = sort = reverse = _immutable
+
+    def __hash__(self) -> int:  # type: ignore[override]
+        return id(self)
+
+    def __copy__(self) -> FrozenList:
+        return self
+
+    def __deepcopy__(self, memo: object) -> FrozenList:
+        return self
+
+    def __reduce__(self) -> tuple[object, ...]:
+        return (list, (list(self),))
+
+
+class NotJsonError(ValueError):
+    """A value is not lossless JSON; ``path`` says where (``""`` is the root)."""
+
+    def __init__(self, path: str, problem: str) -> None:
+        self.path = path
+        self.problem = problem
+        where = f'"{path}"' if path else "the value"
+        super().__init__(f"{where} {problem}")
+
+
+def join_path(parent: str, key: str | int) -> str:
+    """``config`` + ``host`` -> ``config.host``; ``tags`` + 1 -> ``tags[1]``."""
+    if isinstance(key, int):
+        return f"{parent}[{key}]"
+    return f"{parent}.{key}" if parent else key
+
+
+def _describe(value: object) -> str:
+    return type(value).__name__
+
+
+def snapshot_json(value: object, *, freeze: bool = True) -> JsonValue:
+    """Detach ``value`` as lossless JSON (frozen unless ``freeze=False``).
+
+    Raises :class:`NotJsonError` naming the first offending path.
+    """
+    scalar = _scalar(value, "")
+    if scalar is not _CONTAINER:
+        return scalar  # type: ignore[return-value]
+    dict_cls: type[dict[str, Any]] = FrozenDict if freeze else dict
+    list_cls: type[list[Any]] = FrozenList if freeze else list
+    active: set[int] = set()
+    # Each frame: (source container, path, pending output items, iterator).
+    root_out: list[Any] = []
+    stack: list[tuple[object, str, list[Any], Iterator[Any]]] = []
+
+    def open_frame(container: object, path: str) -> None:
+        if id(container) in active:
+            raise NotJsonError(path, "is part of a reference cycle")
+        active.add(id(container))
+        if isinstance(container, dict):
+            stack.append((container, path, [], iter(container.items())))
+        else:
+            stack.append((container, path, [], iter(enumerate(container))))  # type: ignore[call-overload]
+
+    open_frame(value, "")
+    while stack:
+        container, path, out, items = stack[-1]
+        for item in items:
+            if isinstance(container, dict):
+                key, child = item
+                if not isinstance(key, str):
+                    raise NotJsonError(path, f"has a non-string key {key!r} ({_describe(key)})")
+                child_path = join_path(path, key)
+            else:
+                key, child = item
+                child_path = join_path(path, key)
+            converted = _scalar(child, child_path)
+            if converted is _CONTAINER:
+                out.append((key, None))
+                open_frame(child, child_path)
+                break
+            out.append((key, converted))
+        else:
+            stack.pop()
+            active.discard(id(container))
+            built: Any
+            if isinstance(container, dict):
+                built = dict_cls(out)
+            else:
+                built = list_cls(v for _, v in out)
+            if stack:
+                parent_out = stack[-1][2]
+                k, _ = parent_out[-1]
+                parent_out[-1] = (k, built)
+            else:
+                root_out.append(built)
+    result: JsonValue = root_out[0]
+    return result
+
+
+class _Container:
+    pass
+
+
+_CONTAINER: Any = _Container()
+
+
+def _scalar(value: object, path: str) -> object:
+    # Exact-type fast paths first: this runs once per JSON node.
+    cls = type(value)
+    if cls is str or value is None or cls is bool or cls is int:
+        return value
+    if cls is float:
+        return _check_float(value, path)  # type: ignore[arg-type]
+    if cls is dict or cls is FrozenDict or cls is list or cls is FrozenList:
+        return _CONTAINER
+    if isinstance(value, bool):
+        return bool(value)
+    if isinstance(value, str):
+        return str(value)
+    if isinstance(value, int):
+        return int(value)
+    if isinstance(value, float):
+        return _check_float(float(value), path)
+    if isinstance(value, dict | list):
+        return _CONTAINER
+    if isinstance(value, tuple):
+        raise NotJsonError(path, "is a tuple, not a JSON array: pass a list")
+    raise NotJsonError(path, f"is a {_describe(value)}, which is not a JSON value")
+
+
+def _check_float(value: float, path: str) -> float:
+    if math.isnan(value):
+        raise NotJsonError(path, "is NaN, which is not lossless JSON")
+    if math.isinf(value):
+        raise NotJsonError(path, "is infinite, which is not lossless JSON")
+    if value == 0.0 and math.copysign(1.0, value) < 0:
+        raise NotJsonError(path, "is -0.0, which is not lossless JSON (it reads back as 0)")
+    return value
+
+
+def thaw(value: JsonValue) -> JsonValue:
+    """A mutable deep copy of a (possibly frozen) JSON value."""
+    return snapshot_json(value, freeze=False)
+
+
+def is_json_integer(value: object) -> bool:
+    """JSON integers: ints (not bools) and integral floats such as ``1.0``."""
+    cls = type(value)
+    if cls is int:
+        return True
+    if cls is float:
+        return value.is_integer()  # type: ignore[attr-defined, no-any-return]
+    return False
+
+
+def is_json_number(value: object) -> bool:
+    cls = type(value)
+    return cls is int or cls is float
