@@ -83,10 +83,14 @@ class AbortSignal:
             undo()
 
     async def run(self, awaitable: Awaitable[_T]) -> _T:
-        """Await ``awaitable``; on abort cancel it, wait for it to stop, raise ``ToolAbortedError``."""
+        """Await ``awaitable``; on abort, cancel it, wait for it to stop, and raise
+        :class:`ToolAbortedError`."""
         self.raise_if_aborted()
         task = asyncio.ensure_future(awaitable)
-        undo = self.add_listener(lambda _reason: task.cancel())
+        def cancel(_reason: str) -> None:
+            task.cancel()
+
+        undo = self.add_listener(cancel)
         try:
             return await task
         except asyncio.CancelledError:

@@ -11,7 +11,7 @@ used inside the pipeline to carry a code to the failure it becomes::
     │                                                    do not match the parameter schema
     ├── InvalidToolOutputError    INVALID_TOOL_OUTPUT    a body's value violates its output schema
     ├── UnknownToolError          UNKNOWN_TOOL           no visible tool of that name
-    ├── ToolDeniedError           DENIED                 pre-execute deny, guard or post-execute block
+    ├── ToolDeniedError           DENIED / BLOCKED       pre-execute deny or guard / post block
     ├── ToolAbortedError          ABORTED / ABORTED_BEFORE_DISPATCH
     ├── ToolTimeoutError          TOOL_TIMEOUT           the opt-in timeout wrapper fired
     ├── HookError                 HOOK_FAILED            a policy hook raised

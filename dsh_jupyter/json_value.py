@@ -13,15 +13,17 @@ values nested thousands of levels deep never hit the recursion limit.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator
-from typing import Any, NoReturn, TypeAlias
+from collections.abc import Callable, Iterator
+from json.encoder import encode_basestring
+from typing import Any, NoReturn, TypeAlias, cast
 
-JsonValue: TypeAlias = "None | bool | int | float | str | list[JsonValue] | dict[str, JsonValue]"
+JsonValue: TypeAlias = "bool | int | float | str | list[JsonValue] | dict[str, JsonValue] | None"
 JsonObject: TypeAlias = "dict[str, JsonValue]"
 
 
 def _immutable(self: object, *_: object, **__: object) -> NoReturn:
-    raise TypeError(f"{type(self).__name__} is immutable: snapshot values are frozen; copy with thaw()")
+    raise TypeError(
+        f"{type(self).__name__} is immutable: snapshot values are frozen; copy with thaw()")
 
 
 class FrozenDict(dict[str, Any]):
@@ -30,9 +32,6 @@ class FrozenDict(dict[str, Any]):
     __slots__ = ()
     __setitem__ = __delitem__ = _immutable
     clear = pop = popitem = setdefault = update = __ior__ = _immutable
-
-    def __hash__(self) -> int:  # type: ignore[override]
-        return id(self)
 
     def __copy__(self) -> FrozenDict:
         return self
@@ -50,9 +49,6 @@ class FrozenList(list[Any]):
     __slots__ = ()
     __setitem__ = __delitem__ = __iadd__ = __imul__ = _immutable
     append = extend = insert = pop = remove = clear = sort = reverse = _immutable
-
-    def __hash__(self) -> int:  # type: ignore[override]
-        return id(self)
 
     def __copy__(self) -> FrozenList:
         return self
@@ -107,7 +103,7 @@ def snapshot_json(value: object, *, freeze: bool = True) -> JsonValue:
         if isinstance(container, dict):
             stack.append((container, path, [], iter(container.items())))
         else:
-            stack.append((container, path, [], iter(enumerate(container))))  # type: ignore[call-overload]
+            stack.append((container, path, [], iter(enumerate(cast(list[Any], container)))))
 
     open_frame(value, "")
     while stack:
@@ -130,11 +126,8 @@ def snapshot_json(value: object, *, freeze: bool = True) -> JsonValue:
         else:
             stack.pop()
             active.discard(id(container))
-            built: Any
-            if isinstance(container, dict):
-                built = dict_cls(out)
-            else:
-                built = list_cls(v for _, v in out)
+            built: Any = (dict_cls(out) if isinstance(container, dict)
+                          else list_cls(v for _, v in out))
             if stack:
                 parent_out = stack[-1][2]
                 k, _ = parent_out[-1]
@@ -204,3 +197,75 @@ def is_json_integer(value: object) -> bool:
 def is_json_number(value: object) -> bool:
     cls = type(value)
     return cls is int or cls is float
+
+
+def dump_json(value: JsonValue, *, indent: int | None = None, compact_depth: int = 5) -> str:
+    """Serialise JSON without recursion (``json.dumps`` fails past ~1,000 levels).
+
+    With ``indent``, containers are pretty-printed until ``compact_depth`` levels
+    of nesting; a container at that depth or deeper is written compactly, which
+    caps indentation for deep values. Non-ASCII text is kept as is.
+    """
+    encode = _STRING_ENCODER
+    out: list[str] = []
+    # Stack of pending work: either a literal string to emit or (value, depth).
+    stack: list[tuple[object, int] | str] = [(value, 0)]
+    pretty = indent is not None
+    while stack:
+        work = stack.pop()
+        if isinstance(work, str):
+            out.append(work)
+            continue
+        node, depth = work
+        if isinstance(node, str):
+            out.append(encode(node))
+        elif node is None:
+            out.append("null")
+        elif node is True:
+            out.append("true")
+        elif node is False:
+            out.append("false")
+        elif isinstance(node, int | float):
+            out.append(_FLOAT_REPR(node) if isinstance(node, float) else int.__repr__(node))
+        elif isinstance(node, dict | list):
+            is_dict = isinstance(node, dict)
+            open_, close = ("{", "}") if is_dict else ("[", "]")
+            items: list[tuple[Any, Any]] = (
+                list(cast(dict[str, Any], node).items()) if is_dict
+                else list(enumerate(cast(list[Any], node))))
+            if not node:
+                out.append(open_ + close)
+                continue
+            expand = pretty and depth < compact_depth
+            if expand:
+                assert indent is not None
+                inner = "\n" + " " * (indent * (depth + 1))
+                outer = "\n" + " " * (indent * depth)
+                sep = "," + inner
+            else:
+                inner = outer = ""
+                sep = ", " if pretty else ","
+            pieces: list[tuple[object, int] | str] = [open_ + inner]
+            for i, (key, child) in enumerate(items):
+                if i:
+                    pieces.append(sep)
+                if is_dict:
+                    pieces.append(encode(key) + (": " if pretty else ":"))
+                pieces.append((child, depth + 1))
+            pieces.append(outer + close)
+            stack.extend(reversed(pieces))
+        else:
+            raise NotJsonError("", f"contains a {_describe(node)}, which is not a JSON value")
+    return "".join(out)
+
+
+def _float_repr(value: float) -> str:
+    if value != value or value in (math.inf, -math.inf):
+        raise NotJsonError("", "contains NaN or Infinity, which is not lossless JSON")
+    return float.__repr__(value)
+
+
+_FLOAT_REPR = _float_repr
+
+
+_STRING_ENCODER: Callable[[str], str] = encode_basestring

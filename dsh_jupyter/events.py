@@ -1,0 +1,134 @@
+"""Durable session events: what a session log keeps, and how to write and read it.
+
+The registry emits ``tool/call`` and ``tool/result`` for top-level calls; Code
+Mode adds ``tool/code-dispatch-start`` and ``tool/code-dispatch`` for each
+sub-call of a ``run_code`` program. Events are plain JSON (TypedDicts with a
+``kind``), so a JSON Lines log replays into the same cards without running
+anything::
+
+    with JsonlSessionWriter("session.jsonl") as writer:
+        undo = registry.on_event(writer)
+        ...
+    events = read_session("session.jsonl")
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import IO, Any, Literal, NotRequired, TypeAlias, TypedDict, cast
+
+from .json_value import JsonValue, dump_json
+
+_log = logging.getLogger(__name__)
+
+
+class ErrorJson(TypedDict):
+    message: str
+    code: str | None
+
+
+class ToolCallEvent(TypedDict):
+    kind: Literal["tool/call"]
+    call_id: str
+    name: str
+    arguments: JsonValue
+    agent: str | None
+    time: float
+
+
+class ToolResultEvent(TypedDict):
+    kind: Literal["tool/result"]
+    call_id: str
+    name: str
+    arguments: JsonValue
+    agent: str | None
+    is_error: bool
+    content: list[dict[str, Any]]
+    error: NotRequired[ErrorJson]
+    meta: NotRequired[JsonValue]
+    additional_contexts: NotRequired[list[dict[str, Any]]]
+    started: float
+    ended: float
+
+
+class CodeDispatchStartEvent(TypedDict):
+    kind: Literal["tool/code-dispatch-start"]
+    root_call_id: str
+    parent_call_id: str
+    call_id: str
+    name: str
+    arguments: JsonValue
+    agent: str | None
+    time: float
+
+
+class CodeDispatchEvent(TypedDict):
+    kind: Literal["tool/code-dispatch"]
+    root_call_id: str
+    parent_call_id: str
+    call_id: str
+    name: str
+    arguments: JsonValue
+    agent: str | None
+    is_error: bool
+    content: list[dict[str, Any]]
+    error: NotRequired[ErrorJson]
+    started: float
+    ended: float
+
+
+SessionEvent: TypeAlias = (
+    ToolCallEvent | ToolResultEvent | CodeDispatchStartEvent | CodeDispatchEvent
+)
+EventSink: TypeAlias = Callable[[SessionEvent], None]
+EVENT_KINDS = ("tool/call", "tool/result", "tool/code-dispatch-start", "tool/code-dispatch")
+
+
+class JsonlSessionWriter:
+    """An event sink appending one JSON object per line; flushes each event."""
+
+    def __init__(self, target: str | Path | IO[str]) -> None:
+        if isinstance(target, str | Path):
+            self._file: IO[str] = open(target, "a", encoding="utf-8")  # noqa: SIM115
+            self._owned = True
+        else:
+            self._file = target
+            self._owned = False
+
+    def __call__(self, event: SessionEvent) -> None:
+        self._file.write(dump_json(cast(JsonValue, event)) + "\n")
+        self._file.flush()
+
+    def close(self) -> None:
+        if self._owned and not self._file.closed:
+            self._file.close()
+
+    def __enter__(self) -> JsonlSessionWriter:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.close()
+
+
+def iter_session(path: str | Path) -> Iterator[SessionEvent]:
+    """Events from a JSON Lines log; unknown kinds and blank lines are skipped,
+    a malformed line raises ``ValueError`` naming its line number."""
+    with open(path, encoding="utf-8") as handle:
+        for number, line in enumerate(handle, start=1):
+            if not line.strip():
+                continue
+            try:
+                event = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise ValueError(f"{path}:{number}: not a JSON line ({exc.msg})") from None
+            if not isinstance(event, dict) or event.get("kind") not in EVENT_KINDS:
+                _log.debug("%s:%d: skipping unknown event", path, number)
+                continue
+            yield cast(SessionEvent, event)
+
+
+def read_session(path: str | Path) -> list[SessionEvent]:
+    return list(iter_session(path))

@@ -1,0 +1,386 @@
+"""Tool definitions: a typed Python function, or explicit JSON Schemas.
+
+::
+
+    @define_tool
+    async def read_file(path: str, offset: int | None = None) -> str:
+        "Read a text file."
+        ...
+
+    echo = define_tool(
+        name="echo",
+        description="Echo the text back.",
+        parameters={"type": "object", "properties": {"text": {"type": "string"}},
+                    "required": ["text"]},
+        output={"schema": {"type": "string"}, "render": lambda args, value: value},
+        execute=lambda args, ctx: args["text"],
+    )
+
+Schemas are checked against the supported subset when the definition is built
+(:class:`~dsh_jupyter.errors.UnsupportedSchemaError` lists every violation),
+so a registered tool can always be validated, rendered and typed in the SDK.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import json
+import math
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, TypeAlias, TypedDict, cast, get_type_hints, overload
+
+import pydantic
+
+from ..errors import RegistrationError, ToolArgsError, UnsupportedSchemaError
+from ..json_value import JsonObject, JsonValue, NotJsonError, join_path, snapshot_json
+from .execution import ToolRunContext
+from .policy import FinalizeContent
+from .presentation import PresentCall, PresentResult
+from .pydantic_schema import subset_from_pydantic
+from .results import Content, text_content
+from .schema import CompiledSchema, assert_supported_schema, compile_schema
+
+Render: TypeAlias = Callable[[JsonValue, JsonValue], "Content | str"]
+PresentationMeta: TypeAlias = Callable[[JsonValue, JsonValue], JsonValue]
+Body: TypeAlias = Callable[[Any, ToolRunContext], Awaitable[Any]]
+ArgsParser: TypeAlias = Callable[[JsonObject], Any]
+OutputDumper: TypeAlias = Callable[[Any], Any]
+
+
+class OutputSpec(TypedDict, total=False):
+    schema: Mapping[str, Any]
+    render: Render
+    presentation_meta: PresentationMeta
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ToolOutput:
+    """The mandatory canonical output declaration."""
+
+    schema: JsonObject
+    render: Render
+    presentation_meta: PresentationMeta | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ToolSchema:
+    """What a model sees of a tool (detached copies)."""
+
+    name: str
+    description: str
+    parameters: JsonObject
+
+    def to_json(self) -> JsonObject:
+        return {"name": self.name, "description": self.description,
+                "parameters": snapshot_json(self.parameters, freeze=False)}
+
+
+@dataclass(frozen=True, slots=True, kw_only=True, eq=False)
+class ToolDefinition:
+    """A registered tool. Build one with :func:`define_tool`."""
+
+    name: str
+    description: str
+    parameters: JsonObject
+    output: ToolOutput
+    execute: Body
+    validator: CompiledSchema | None  # None: the tool validates its own input
+    parse_args: ArgsParser | None = None  # JSON args -> what ``execute`` receives
+    dump_output: OutputDumper | None = None  # body return -> JSON value
+    timeout_ms: float | None = None
+    is_concurrency_safe: Callable[[JsonObject], object] | None = None
+    present_call: PresentCall | None = None
+    present_result: PresentResult | None = None
+    finalize_content: FinalizeContent | None = None
+    output_validator: CompiledSchema | None = None
+
+    @property
+    def schema(self) -> ToolSchema:
+        return ToolSchema(name=self.name, description=self.description,
+                          parameters=self.parameters)
+
+
+def default_render(_args: JsonValue, value: JsonValue) -> Content:
+    """Strings raw; any other JSON pretty-printed with a 2-space indent."""
+    if isinstance(value, str):
+        return text_content(value)
+    return text_content(json.dumps(value, indent=2, ensure_ascii=False))
+
+
+@overload
+def define_tool(fn: Callable[..., Any], /, **options: Any) -> ToolDefinition: ...
+@overload
+def define_tool(fn: None = None, /, **options: Any) -> Any: ...
+
+
+def define_tool(fn: Callable[..., Any] | None = None, /, **options: Any) -> Any:
+    """Build a :class:`ToolDefinition`.
+
+    From a function: ``define_tool(fn)`` or ``@define_tool`` / ``@define_tool(name=...)``.
+    Parameters come from the signature's type hints (or a single pydantic model
+    parameter); a parameter annotated :class:`ToolRunContext` receives the call
+    context instead. The output schema comes from the return annotation.
+
+    From schemas: ``define_tool(name=..., parameters={...}, output={"schema": ...,
+    "render": ...}, execute=fn)`` where ``execute(args, ctx)`` returns the
+    canonical JSON value. ``parameters`` may also be a pydantic model class.
+
+    Options: ``name``, ``description``, ``timeout_ms`` (positive, finite),
+    ``is_concurrency_safe(args)``, ``present_call(args)``,
+    ``present_result(args, durable)``, ``finalize_content(execution, result)``,
+    ``output`` (for functions: override ``render``/``presentation_meta``), and
+    ``allow_unsupported_schema=True`` to register raw parameters outside the
+    subset (the tool then validates its own input; SDK types degrade to ``Any``).
+    """
+    if fn is None and "execute" not in options:
+        return lambda f: define_tool(f, **options)
+    if fn is not None:
+        return _from_function(fn, **options)
+    return _from_schemas(**options)
+
+
+_COMMON = ("timeout_ms", "is_concurrency_safe", "present_call", "present_result",
+           "finalize_content")
+
+
+def _from_schemas(
+    *,
+    name: str,
+    execute: Callable[..., Any],
+    parameters: Mapping[str, Any] | type[pydantic.BaseModel],
+    output: OutputSpec | ToolOutput,
+    description: str = "",
+    allow_unsupported_schema: bool = False,
+    **common: Any,
+) -> ToolDefinition:
+    _check_common(name, common)
+    parse_args: ArgsParser | None = None
+    validator: CompiledSchema | None
+    if isinstance(parameters, type) and issubclass(parameters, pydantic.BaseModel):
+        model = parameters
+        params_schema = _subset_from(model.model_json_schema(), name, "parameters")
+        parse_args = _pydantic_parser(model.model_validate)
+        validator = compile_schema(params_schema)
+    else:
+        params_schema, validator = _raw_parameters(name, parameters, allow_unsupported_schema)
+    body = _as_async_body(execute, name)
+    return ToolDefinition(**_with_output_validator(
+        name, params_schema, validator, parse_args, body, _output(name, output, None),
+        description, None, common))
+
+
+def _with_output_validator(
+    name: str, params: JsonObject, validator: CompiledSchema | None,
+    parse_args: ArgsParser | None, body: Body, output: ToolOutput, description: str,
+    dump_output: OutputDumper | None, common: Mapping[str, Any],
+) -> dict[str, Any]:
+    return dict(
+        name=name, description=description, parameters=params, output=output,
+        execute=body, validator=validator, parse_args=parse_args, dump_output=dump_output,
+        output_validator=compile_schema(output.schema), **common,
+    )
+
+
+def _raw_parameters(
+    name: str, parameters: Mapping[str, Any], allow_unsupported: bool
+) -> tuple[JsonObject, CompiledSchema | None]:
+    if not isinstance(parameters, Mapping):
+        raise RegistrationError(
+            f"tool {name!r}: parameters must be a JSON Schema object (a dict) or a pydantic "
+            f"model class, not {type(parameters).__name__}")
+    try:
+        schema = cast(JsonObject, snapshot_json(dict(parameters)))
+    except NotJsonError as exc:
+        raise RegistrationError(f"tool {name!r}: parameters schema is not lossless JSON: {exc}",
+                                code="UNSUPPORTED_SCHEMA") from None
+    if schema.get("type") != "object":
+        raise RegistrationError(
+            f'tool {name!r}: the parameters schema must describe an object '
+            f'({{"type": "object", "properties": {{...}}}}), got type {schema.get("type")!r}',
+            code="UNSUPPORTED_SCHEMA")
+    try:
+        assert_supported_schema(schema, what=f"tool {name!r} parameters schema")
+    except UnsupportedSchemaError:
+        if allow_unsupported:
+            return schema, None
+        raise
+    return schema, compile_schema(schema)
+
+
+def _output(name: str, output: OutputSpec | ToolOutput | None,
+            inferred: JsonObject | None) -> ToolOutput:
+    if isinstance(output, ToolOutput):
+        spec: Mapping[str, Any] = {"schema": output.schema, "render": output.render,
+                                   "presentation_meta": output.presentation_meta}
+    elif output is None:
+        spec = {}
+    elif isinstance(output, Mapping):
+        spec = output
+        unknown = set(spec) - {"schema", "render", "presentation_meta"}
+        if unknown:
+            raise RegistrationError(
+                f"tool {name!r}: unknown output keys {sorted(unknown)}; "
+                "expected schema, render and optionally presentation_meta")
+    else:
+        raise RegistrationError(f"tool {name!r}: output must be a dict like "
+                                "{'schema': {...}, 'render': fn}")
+    schema = spec.get("schema", inferred)
+    if schema is None:
+        raise RegistrationError(
+            f"tool {name!r}: an output declaration is required: pass "
+            "output={'schema': {...}, 'render': fn} (or annotate the function's return type)")
+    render = spec.get("render")
+    if render is None and inferred is None:
+        raise RegistrationError(
+            f"tool {name!r}: output needs a render function (args, value) -> content; "
+            "use dsh_jupyter.default_render for raw strings and pretty JSON")
+    try:
+        frozen = cast(JsonObject, snapshot_json(dict(schema)))
+    except (NotJsonError, TypeError, ValueError) as exc:
+        raise RegistrationError(f"tool {name!r}: output schema is not lossless JSON: {exc}",
+                                code="UNSUPPORTED_SCHEMA") from None
+    assert_supported_schema(frozen, what=f"tool {name!r} output schema")
+    meta = spec.get("presentation_meta")
+    for label, fn in (("render", render), ("presentation_meta", meta)):
+        if fn is not None and not callable(fn):
+            raise RegistrationError(f"tool {name!r}: output {label} must be callable")
+    return ToolOutput(schema=frozen, render=render or default_render, presentation_meta=meta)
+
+
+def _check_common(name: object, common: Mapping[str, Any]) -> None:
+    if not isinstance(name, str) or not name:
+        raise RegistrationError("a tool needs a non-empty string name")
+    unknown = set(common) - set(_COMMON)
+    if unknown:
+        raise RegistrationError(f"tool {name!r}: unknown option(s) {sorted(unknown)}; "
+                                f"known: {', '.join(_COMMON)}")
+    timeout = common.get("timeout_ms")
+    if timeout is not None and (
+        isinstance(timeout, bool) or not isinstance(timeout, int | float)
+        or not math.isfinite(timeout) or timeout <= 0
+    ):
+        raise RegistrationError(
+            f"tool {name!r}: timeout_ms must be a positive, finite number of milliseconds, "
+            f"got {timeout!r}")
+    for key in _COMMON[1:]:
+        if common.get(key) is not None and not callable(common[key]):
+            raise RegistrationError(f"tool {name!r}: {key} must be callable")
+
+
+def _subset_from(json_schema: Mapping[str, Any], name: str, what: str) -> JsonObject:
+    try:
+        return cast(JsonObject, snapshot_json(subset_from_pydantic(dict(json_schema))))
+    except UnsupportedSchemaError as exc:
+        raise UnsupportedSchemaError(f"tool {name!r} {what}", exc.violations) from None
+
+
+def _pydantic_parser(validate: Callable[[Any], Any]) -> ArgsParser:
+    def parse(args: JsonObject) -> Any:
+        try:
+            return validate(args)
+        except pydantic.ValidationError as exc:
+            violations = [_pydantic_violation(err) for err in exc.errors()]
+            raise ToolArgsError("invalid arguments: " + "; ".join(violations),
+                                violations) from None
+    return parse
+
+
+def _pydantic_violation(err: Any) -> str:
+    path = ""
+    for part in err.get("loc", ()):
+        path = join_path(path, part)
+    return f'"{path}": {err.get("msg", "invalid")}' if path else str(err.get("msg"))
+
+
+def _as_async_body(fn: Callable[..., Any], name: str) -> Body:
+    if not callable(fn):
+        raise RegistrationError(f"tool {name!r}: execute must be callable")
+    if inspect.iscoroutinefunction(fn):
+        return cast(Body, fn)
+
+    async def run_sync(args: Any, ctx: ToolRunContext) -> Any:
+        # Synchronous bodies run in a worker thread so they cannot block the loop.
+        result = await asyncio.to_thread(fn, args, ctx)
+        if inspect.isawaitable(result):
+            return await result
+        return result
+
+    return run_sync
+
+
+def _from_function(fn: Callable[..., Any], /, **options: Any) -> ToolDefinition:
+    if not callable(fn):
+        raise RegistrationError(f"define_tool expects a function, got {type(fn).__name__}")
+    name = options.pop("name", None) or getattr(fn, "__name__", None)
+    description = options.pop("description", None)
+    if description is None:
+        description = inspect.cleandoc(fn.__doc__ or "")
+    output = options.pop("output", None)
+    _check_common(name, options)
+    assert isinstance(name, str)
+    try:
+        hints = get_type_hints(fn, include_extras=True)
+    except Exception as exc:  # unresolvable forward references
+        raise RegistrationError(f"tool {name!r}: cannot resolve type hints: {exc}") from None
+    signature = inspect.signature(fn)
+    context_param: str | None = None
+    fields: dict[str, Any] = {}
+    kinds: dict[str, inspect._ParameterKind] = {}
+    for param in signature.parameters.values():
+        annotation = hints.get(param.name, Any)
+        if annotation is ToolRunContext:
+            context_param = param.name
+            continue
+        if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
+            raise RegistrationError(f"tool {name!r}: *args/**kwargs cannot become a schema; "
+                                    "declare each parameter")
+        if param.annotation is inspect.Parameter.empty:
+            raise RegistrationError(
+                f"tool {name!r}: parameter {param.name!r} needs a type annotation")
+        default = ... if param.default is inspect.Parameter.empty else param.default
+        fields[param.name] = (annotation, default)
+        kinds[param.name] = param.kind
+    single_model = (
+        len(fields) == 1
+        and isinstance(next(iter(fields.values()))[0], type)
+        and issubclass(next(iter(fields.values()))[0], pydantic.BaseModel)
+    )
+    if single_model:
+        model_name = next(iter(fields))
+        model: type[pydantic.BaseModel] = next(iter(fields.values()))[0]
+    else:
+        model = pydantic.create_model(
+            f"{name}_args", __config__=pydantic.ConfigDict(arbitrary_types_allowed=False),
+            **fields)
+    params_schema = _subset_from(model.model_json_schema(), name, "parameters")
+    if "return" not in hints:
+        raise RegistrationError(
+            f"tool {name!r}: add a return annotation (e.g. -> str) so the output schema "
+            "can be derived, or use define_tool(name=..., output=..., execute=...)")
+    adapter: pydantic.TypeAdapter[Any] = pydantic.TypeAdapter(hints["return"])
+    output_schema = _subset_from(adapter.json_schema(mode="serialization"), name, "output")
+    out = _output(name, output, output_schema)
+    is_async = inspect.iscoroutinefunction(fn)
+
+    async def body(parsed: pydantic.BaseModel, ctx: ToolRunContext) -> Any:
+        if single_model:
+            kwargs: dict[str, Any] = {model_name: parsed}
+        else:
+            kwargs = {key: getattr(parsed, key) for key in fields}
+        if context_param is not None:
+            kwargs[context_param] = ctx
+        positional = [kwargs.pop(k) for k in list(kwargs)
+                      if kinds.get(k) == inspect.Parameter.POSITIONAL_ONLY]
+        if is_async:
+            return await fn(*positional, **kwargs)
+        return await asyncio.to_thread(fn, *positional, **kwargs)
+
+    def dump(value: Any) -> Any:
+        return adapter.dump_python(value, mode="json")
+
+    validator = compile_schema(params_schema)
+    return ToolDefinition(**_with_output_validator(
+        name, params_schema, validator, _pydantic_parser(model.model_validate), body, out,
+        description, dump, options))

@@ -1,0 +1,98 @@
+"""The call a caller hands in, and the frozen view of it every stage sees."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from ..abort import AbortSignal
+from ..json_value import JsonObject
+from .results import AdditionalContext
+
+if TYPE_CHECKING:
+    from .definition import ToolDefinition
+    from .scope import AgentScope
+
+
+class ExecutionToken:
+    """Opaque identity of one execution: compare with ``is``/``==``, nothing else.
+    Pass it as ``parent`` to correlate nested calls; it never crosses a model,
+    log or kernel boundary."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return f"<ExecutionToken {id(self):#x}>"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ToolCall:
+    """What a caller asks the registry to run. ``arguments`` may be any Python
+    value; it is snapshotted as lossless JSON before anything else happens.
+    ``signal`` defaults to one that never aborts."""
+
+    call_id: str
+    name: str
+    arguments: object = field(default_factory=dict)
+    signal: AbortSignal | None = None
+    agent: AgentScope | None = None
+    parent: ExecutionToken | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ToolExecution:
+    """The immutable view of one call that every pipeline stage receives."""
+
+    token: ExecutionToken
+    call_id: str
+    name: str
+    arguments: JsonObject
+    signal: AbortSignal
+    agent: AgentScope | None = None
+    parent: ExecutionToken | None = None
+    definition: ToolDefinition | None = field(default=None, repr=False, compare=False)
+    """The visible definition resolved when the call started (``None`` if unknown)."""
+
+    @property
+    def is_top_level(self) -> bool:
+        return self.parent is None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ToolRunContext:
+    """What a tool body receives: the execution plus ``defer_context``.
+
+    ``signal`` is the operational signal (the caller's, fused with any signal a
+    wrapper substituted); a body must observe it and settle only after the work
+    it started has stopped.
+    """
+
+    execution: ToolExecution
+    signal: AbortSignal
+    _defer: Callable[[AdditionalContext], None]
+
+    @property
+    def call_id(self) -> str:
+        return self.execution.call_id
+
+    @property
+    def name(self) -> str:
+        return self.execution.name
+
+    @property
+    def arguments(self) -> JsonObject:
+        return self.execution.arguments
+
+    @property
+    def agent(self) -> AgentScope | None:
+        return self.execution.agent
+
+    @property
+    def token(self) -> ExecutionToken:
+        return self.execution.token
+
+    def defer_context(self, context: AdditionalContext) -> None:
+        """Deliver ``context`` after this call's final result, even if the body
+        later fails or is cancelled (a blocking post-execute decision drops it)."""
+        self._defer(context)

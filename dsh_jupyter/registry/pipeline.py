@@ -1,0 +1,430 @@
+"""One tool call, start to finish, in the order the spec fixes:
+
+    snapshot arguments → resolve → (pre-aborted? stop) → validate arguments
+    → pre-execute waterfall (allow | deny | ask → approval) → guards
+    → execute wrappers around the body → post-execute waterfall
+    → presentation_meta (top-level only) → finalize_content → result observers
+
+Every outcome is a :class:`ToolResult`. Cancellation: a signal aborted before the
+body starts yields ``ABORTED_BEFORE_DISPATCH``; after it, only a success becomes
+``ABORTED``; a started body is always awaited to settlement. If the awaiting
+task itself is cancelled, the call's result is still published (as aborted)
+before ``CancelledError`` propagates.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from contextlib import AbstractAsyncContextManager
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any, Protocol, cast
+
+from ..abort import AbortSignal
+from ..errors import DshError, ToolArgsError
+from ..events import ToolCallEvent, ToolResultEvent
+from ..json_value import FrozenDict, JsonObject, NotJsonError, snapshot_json
+from .definition import ToolDefinition
+from .execution import ExecutionToken, ToolCall, ToolExecution, ToolRunContext
+from .policy import NO_VALUE, Accept, Allow, Approval, Ask, Block, Deny, PreDecision
+from .results import (
+    AdditionalContext,
+    Content,
+    ToolFailure,
+    ToolResult,
+    ToolSuccess,
+    failure,
+    text_content,
+)
+
+if TYPE_CHECKING:
+    from .registry import ToolRegistry
+
+_log = logging.getLogger(__name__)
+_NEVER = AbortSignal()  # shared: nobody holds its controller, so it never aborts
+
+
+class StageGate(Protocol):
+    """Lets Code Mode order sub-calls: ``pre()`` wraps pre-execute and guards,
+    ``post()`` wraps post-execute and context deferral."""
+
+    def pre(self) -> AbstractAsyncContextManager[None]: ...
+    def post(self) -> AbstractAsyncContextManager[None]: ...
+
+
+class Resolver(Protocol):
+    def __call__(self, call: ToolCall) -> ToolDefinition | str: ...
+
+
+class _Call:
+    """Mutable bookkeeping for one execution (kept off the frozen view)."""
+
+    __slots__ = ("body_done", "body_started", "deferred", "parsed")
+
+    def __init__(self) -> None:
+        self.body_started = False
+        self.body_done: asyncio.Event | None = None
+        self.deferred: list[AdditionalContext] = []
+        self.parsed: Any = None
+
+
+async def execute(registry: ToolRegistry, call: ToolCall, *,
+                  gate: StageGate | None = None) -> ToolResult:
+    started = time.time()
+    signal = call.signal if call.signal is not None else _NEVER
+    registry._check_scope(call.agent)
+    resolved = registry.resolve(call)
+    definition = resolved if isinstance(resolved, ToolDefinition) else None
+    state = _Call()
+    args_error: str | None = None
+    try:
+        args = snapshot_json(call.arguments)
+        if not isinstance(args, dict):
+            raise NotJsonError("", f"must be a JSON object, not {type(args).__name__}")
+    except NotJsonError as exc:
+        args_error = f"invalid arguments: {exc}"
+        args = FrozenDict()
+    execution = ToolExecution(token=ExecutionToken(), call_id=call.call_id, name=call.name,
+                              arguments=cast(JsonObject, args), signal=signal,
+                              agent=call.agent, parent=call.parent, definition=definition)
+    if execution.parent is None and registry._event_sinks:
+        registry.emit(ToolCallEvent(kind="tool/call", call_id=call.call_id, name=call.name,
+                                    arguments=args, agent=_agent_name(execution),
+                                    time=started))
+    try:
+        result = await _run(registry, execution, definition, resolved, args_error, state, gate)
+    except asyncio.CancelledError:
+        if state.body_done is not None and not state.body_done.is_set():
+            await _settle(state.body_done)
+        _publish(registry, execution, definition,
+                 failure("tool call cancelled", "ABORTED" if state.body_started
+                         else "ABORTED_BEFORE_DISPATCH"), started)
+        raise
+    return _publish(registry, execution, definition, result, started)
+
+
+async def _settle(done: asyncio.Event) -> None:
+    # Wait for a started body even while our own task is being cancelled.
+    while not done.is_set():
+        try:
+            await asyncio.shield(done.wait())
+        except asyncio.CancelledError:
+            continue
+
+
+async def _run(registry: ToolRegistry, execution: ToolExecution,
+               definition: ToolDefinition | None, resolved: ToolDefinition | str,
+               args_error: str | None, state: _Call, gate: StageGate | None) -> ToolResult:
+    if args_error is not None:
+        return failure(args_error, "INVALID_ARGS")
+    signal = execution.signal
+    if _aborted(signal):
+        return _aborted_before(signal)
+    if definition is None:
+        return failure(cast(str, resolved), "UNKNOWN_TOOL")
+    invalid = _parse_args(definition, execution.arguments, state)
+    if invalid is not None:
+        return invalid
+    hooks = registry.hooks(execution.agent)
+    if gate is None:
+        denied = await _policy(registry, execution, hooks.pre, hooks.guards)
+    else:
+        async with gate.pre():
+            denied = await _policy(registry, execution, hooks.pre, hooks.guards)
+    if denied is not None:
+        return denied
+    if _aborted(signal):
+        return _aborted_before(signal)
+    result = await _dispatch(execution, definition, hooks.wrappers, state)
+    if gate is None:
+        result = await _post(execution, definition, hooks.post, result, state)
+    else:
+        async with gate.post():
+            result = await _post(execution, definition, hooks.post, result, state)
+    if not result.is_error and _aborted(signal) and state.body_started:
+        result = failure(f"tool call aborted: {signal.reason}", "ABORTED",
+                         contexts=result.additional_contexts)
+    return result
+
+
+def _aborted(signal: AbortSignal) -> bool:
+    # A function, not the property inline: the signal changes across awaits.
+    return signal.aborted
+
+
+def _aborted_before(signal: AbortSignal) -> ToolFailure:
+    return failure(f"tool call aborted before dispatch: {signal.reason}", "ABORTED_BEFORE_DISPATCH")
+
+
+def _parse_args(definition: ToolDefinition, args: JsonObject, state: _Call) -> ToolFailure | None:
+    if definition.validator is not None:
+        violations = definition.validator.validate(args)
+        if violations:
+            return failure(f"invalid arguments for {definition.name}: " + "; ".join(violations),
+                           "INVALID_ARGS")
+    if definition.parse_args is None:
+        state.parsed = args
+        return None
+    try:
+        state.parsed = definition.parse_args(args)
+    except ToolArgsError as exc:
+        return failure(f"invalid arguments for {definition.name}: "
+                       + ("; ".join(exc.violations) or exc.message), "INVALID_ARGS")
+    return None
+
+
+async def _maybe_await(value: Any) -> Any:
+    if inspect.isawaitable(value):
+        return await value
+    return value
+
+
+async def _policy(registry: ToolRegistry, execution: ToolExecution,
+                  pre_hooks: tuple[Any, ...], guards: tuple[Any, ...]) -> ToolFailure | None:
+    decision: PreDecision = Allow()
+    for hook in pre_hooks:
+        try:
+            nxt = await _maybe_await(hook(execution, decision))
+        except Exception as exc:
+            return failure(f"pre-execute hook {_name(hook)} failed: {_describe(exc)}",
+                           "HOOK_FAILED")
+        if nxt is None:
+            continue
+        if not isinstance(nxt, Allow | Deny | Ask):
+            return failure(f"pre-execute hook {_name(hook)} returned {nxt!r}; expected "
+                           "Allow(), Deny(reason), Ask(reason) or None", "HOOK_FAILED")
+        decision = nxt
+    if isinstance(decision, Ask):
+        answered = await _ask(registry, execution, decision)
+        if isinstance(answered, ToolFailure):
+            return answered
+        decision = answered
+    if isinstance(decision, Deny):
+        return failure(decision.reason, "DENIED")
+    for guard in guards:
+        try:
+            reason = guard(execution)
+        except Exception as exc:
+            return failure(f"guard {_name(guard)} failed: {_describe(exc)}", "HOOK_FAILED")
+        if reason is None:
+            continue
+        if not isinstance(reason, str):
+            return failure(f"guard {_name(guard)} returned {reason!r}; expected a reason "
+                           "string or None", "HOOK_FAILED")
+        return failure(reason, "DENIED")
+    return None
+
+
+async def _ask(registry: ToolRegistry, execution: ToolExecution,
+               ask: Ask) -> PreDecision | ToolFailure:
+    why = ask.reason or f"{execution.name} needs approval"
+    service = registry.approval
+    if service is None:
+        return Deny(f"{why} (denied: no approval service is attached)")
+    try:
+        answer = await service.request(execution, ask.reason)
+    except Exception as exc:
+        return failure(f"approval failed: {_describe(exc)}", "HOOK_FAILED")
+    approval = answer if isinstance(answer, Approval) else Approval(approved=bool(answer))
+    if approval.approved:
+        return Allow()
+    note = f": {approval.note}" if approval.note else ""
+    return Deny(f"{why} (rejected by {approval.answered_by}{note})")
+
+
+async def _dispatch(execution: ToolExecution, definition: ToolDefinition,
+                    wrappers: tuple[Any, ...], state: _Call) -> ToolResult:
+    caller_signal = execution.signal
+
+    async def body(operational: AbortSignal) -> ToolResult:
+        if operational is not caller_signal:
+            operational = AbortSignal.any((caller_signal, operational))
+        if operational.aborted:
+            return _aborted_before(operational)
+        state.body_started = True
+        ctx = ToolRunContext(execution=execution, signal=operational,
+                             _defer=state.deferred.append)
+        try:
+            raw = await definition.execute(state.parsed, ctx)
+        except DshError as exc:
+            return failure(exc.message, exc.code)
+        except Exception as exc:
+            return failure(_describe(exc))
+        finally:
+            if state.body_done is not None:
+                state.body_done.set()
+        return _success(execution, definition, raw, dump=True)
+
+    if not wrappers:
+        return await body(caller_signal)
+    state.body_done = asyncio.Event()
+    produced: set[int] = set()
+
+    def link(index: int, current: AbortSignal) -> Callable[..., Awaitable[ToolResult]]:
+        async def call_next(*, signal: AbortSignal | None = None) -> ToolResult:
+            operational = current if signal is None else signal
+            if index == len(wrappers):
+                result = await body(operational)
+            else:
+                result = await _wrap(wrappers[index], execution, link(index + 1, operational))
+            produced.add(id(result))
+            return result
+        return call_next
+
+    result = await _wrap(wrappers[0], execution, link(1, caller_signal))
+    if state.body_started and not state.body_done.is_set():
+        await _settle(state.body_done)  # a wrapper returned early: the body still owns work
+    if isinstance(result, ToolSuccess) and id(result) not in produced:
+        # A wrapper-authored success is normalised like the body's own value.
+        result = _success(execution, definition, result.value, dump=False,
+                          contexts=result.additional_contexts)
+    return result
+
+
+async def _wrap(wrapper: Any, execution: ToolExecution,
+                call_next: Callable[..., Awaitable[ToolResult]]) -> ToolResult:
+    try:
+        result = await wrapper(execution, call_next)
+    except Exception as exc:
+        return failure(f"execute wrapper {_name(wrapper)} failed: {_describe(exc)}",
+                       "HOOK_FAILED")
+    if not isinstance(result, ToolSuccess | ToolFailure):
+        return failure(f"execute wrapper {_name(wrapper)} returned {type(result).__name__}; "
+                       "expected a tool result", "HOOK_FAILED")
+    return result
+
+
+def _success(execution: ToolExecution, definition: ToolDefinition, raw: Any, *, dump: bool,
+             contexts: tuple[AdditionalContext, ...] = ()) -> ToolResult:
+    """Snapshot, validate and render a canonical value (INVALID_TOOL_OUTPUT on failure)."""
+    name = definition.name
+    try:
+        if dump and definition.dump_output is not None:
+            raw = definition.dump_output(raw)
+        value = snapshot_json(raw)
+    except (NotJsonError, ValueError, TypeError) as exc:
+        return failure(f"{name} returned a value that is not lossless JSON: {exc}",
+                       "INVALID_TOOL_OUTPUT", contexts=contexts)
+    validator = definition.output_validator
+    if validator is not None:
+        violations = validator.validate(value)
+        if violations:
+            return failure(f"{name} returned a value that violates its output schema: "
+                           + "; ".join(violations), "INVALID_TOOL_OUTPUT", contexts=contexts)
+    try:
+        content = _as_content(definition.output.render(execution.arguments, value))
+    except Exception as exc:
+        return failure(f"{name} output render failed: {_describe(exc)}", "INVALID_TOOL_OUTPUT",
+                       contexts=contexts)
+    return ToolSuccess(value=value, content=content, additional_contexts=contexts)
+
+
+async def _post(execution: ToolExecution, definition: ToolDefinition, hooks: tuple[Any, ...],
+                result: ToolResult, state: _Call) -> ToolResult:
+    contexts = list(state.deferred)
+    for hook in hooks:
+        try:
+            decision = await _maybe_await(hook(execution, result))
+        except Exception as exc:
+            result = failure(f"post-execute hook {_name(hook)} failed: {_describe(exc)}",
+                             "HOOK_FAILED")
+            break
+        if decision is None:
+            continue
+        if isinstance(decision, Block):
+            result = failure(decision.feedback, "BLOCKED")
+            contexts = list(decision.contexts)
+            continue
+        if not isinstance(decision, Accept):
+            result = failure(f"post-execute hook {_name(hook)} returned {decision!r}; expected "
+                             "Accept(...), Block(feedback) or None", "HOOK_FAILED")
+            break
+        if decision.content is not None and decision.value is not NO_VALUE:
+            result = failure(f"post-execute hook {_name(hook)} replaced both content and value; "
+                             "Accept may replace one of them", "HOOK_FAILED")
+            break
+        if decision.value is not NO_VALUE:
+            result = _success(execution, definition, decision.value, dump=False)
+        elif decision.content is not None:
+            result = result.with_content(_as_content(decision.content))
+        contexts.extend(decision.contexts)
+    return replace(result, additional_contexts=tuple(contexts))
+
+
+def _as_content(content: Content | str | list[Any]) -> Content:
+    if isinstance(content, str):
+        return text_content(content)
+    return tuple(content)
+
+
+def _publish(registry: ToolRegistry, execution: ToolExecution, definition: ToolDefinition | None,
+             result: ToolResult, started: float) -> ToolResult:
+    if definition is not None:
+        result = _with_meta(execution, definition, result)
+        if definition.finalize_content is not None:
+            result = _finalize(execution, definition, result)
+    hooks = registry.hooks(execution.agent)
+    for observer in hooks.observers:
+        try:
+            observer(execution, result)
+        except Exception:
+            _log.exception("result observer %s failed for call %s", _name(observer),
+                           execution.call_id)
+    if execution.parent is None and registry._event_sinks:
+        registry.emit(_result_event(execution, result, started))
+    return result
+
+
+def _with_meta(execution: ToolExecution, definition: ToolDefinition,
+               result: ToolResult) -> ToolResult:
+    meta_fn = definition.output.presentation_meta
+    if meta_fn is None or result.is_error or execution.parent is not None:
+        return result
+    try:
+        meta = snapshot_json(meta_fn(execution.arguments, result.value))
+    except Exception as exc:
+        return failure(f"{definition.name} presentation_meta failed: {_describe(exc)}",
+                       "INVALID_TOOL_OUTPUT", contexts=result.additional_contexts)
+    return replace(result, meta=meta)
+
+
+def _finalize(execution: ToolExecution, definition: ToolDefinition,
+              result: ToolResult) -> ToolResult:
+    assert definition.finalize_content is not None
+    try:
+        content = definition.finalize_content(execution, result)
+    except Exception:
+        _log.exception("finalize_content of %s failed; keeping the content", definition.name)
+        return result
+    return result if content is None else result.with_content(_as_content(content))
+
+
+def _result_event(execution: ToolExecution, result: ToolResult, started: float) -> ToolResultEvent:
+    event = ToolResultEvent(
+        kind="tool/result", call_id=execution.call_id, name=execution.name,
+        arguments=execution.arguments, agent=_agent_name(execution), is_error=result.is_error,
+        content=[dict(block) for block in result.content], started=started, ended=time.time())
+    if result.error is not None:
+        event["error"] = {"message": result.error.message, "code": result.error.code}
+    if result.meta is not None:
+        event["meta"] = result.meta
+    if result.additional_contexts:
+        event["additional_contexts"] = [dict(c.to_json()) for c in result.additional_contexts]
+    return event
+
+
+def _agent_name(execution: ToolExecution) -> str | None:
+    return execution.agent.name if execution.agent is not None else None
+
+
+def _name(fn: object) -> str:
+    return getattr(fn, "__qualname__", None) or type(fn).__name__
+
+
+def _describe(exc: BaseException) -> str:
+    text = str(exc)
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+

@@ -1,0 +1,258 @@
+"""The tool registry: layers, visibility, notifications, and the entry to the pipeline."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Literal
+
+from ..errors import RegistrationError
+from ..events import EventSink, SessionEvent
+from ..json_value import JsonObject, NotJsonError, snapshot_json, thaw
+from .definition import ToolDefinition
+from .execution import ToolCall
+from .pipeline import execute
+from .policy import (
+    ApprovalService,
+    ExecuteWrapper,
+    Guard,
+    PostExecuteHook,
+    PreExecuteHook,
+    ResultObserver,
+)
+from .results import ToolResult
+from .scope import MODES, AgentScope, Layer, PresentationMode, Undo
+
+if TYPE_CHECKING:
+    from ..runtime import CodeRuntime
+
+_log = logging.getLogger(__name__)
+
+ExecutionMode = Literal["parallel", "exclusive"]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RegistryChange:
+    """A change notification: ``kind`` is register, unregister, restrict,
+    present_as, policy, scope or dispose; ``scope`` is ``None`` for globals."""
+
+    kind: str
+    scope: str | None
+    names: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class HookChain:
+    """The hooks that apply to one scope, in run order (global, then outermost scope inward)."""
+
+    guards: tuple[Guard, ...]
+    pre: tuple[PreExecuteHook, ...]
+    wrappers: tuple[ExecuteWrapper, ...]
+    post: tuple[PostExecuteHook, ...]
+    observers: tuple[ResultObserver, ...]
+
+
+class ToolRegistry(Layer):
+    """Tools, agent scopes, policies, and the execution pipeline.
+
+    ::
+
+        registry = ToolRegistry()
+
+        @registry.tool
+        async def add(a: int, b: int) -> int:
+            return a + b
+
+        result = await registry.execute(ToolCall(call_id="c1", name="add",
+                                                 arguments={"a": 1, "b": 2}))
+        assert result.value == 3
+    """
+
+    def __init__(
+        self,
+        *,
+        mode: PresentationMode = "native",
+        max_parallel_sub_calls: int = 10,
+        code_runtime: CodeRuntime | None = None,
+        approval: ApprovalService | None = None,
+    ) -> None:
+        super().__init__(None)
+        if mode not in MODES:
+            raise RegistrationError(f"mode={mode!r}: expected one of {', '.join(MODES)}")
+        if (isinstance(max_parallel_sub_calls, bool) or not isinstance(max_parallel_sub_calls, int)
+                or max_parallel_sub_calls < 1):
+            raise RegistrationError(
+                f"max_parallel_sub_calls must be a positive integer (1 runs sub-calls one at a "
+                f"time), got {max_parallel_sub_calls!r}")
+        self.mode: PresentationMode = mode
+        self.max_parallel_sub_calls = max_parallel_sub_calls
+        self.code_runtime = code_runtime
+        self.approval = approval
+        self._scopes: dict[str, AgentScope] = {}
+        self._version = 0
+        self._visible_cache: dict[AgentScope | None, tuple[int, dict[str, ToolDefinition]]] = {}
+        self._hook_cache: dict[AgentScope | None, tuple[int, HookChain]] = {}
+        self._change_listeners: list[Callable[[RegistryChange], None]] = []
+        self._event_sinks: list[EventSink] = []
+
+    def __repr__(self) -> str:
+        return (f"<ToolRegistry mode={self.mode!r} tools={len(self._tools)} "
+                f"scopes={len(self._scopes)}>")
+
+    @property
+    def _registry(self) -> ToolRegistry:
+        return self
+
+    # Scopes ---------------------------------------------------------------------------
+    def scope(self, name: str, parent: AgentScope | None = None) -> AgentScope:
+        """Create an agent scope; ``parent`` chains it under another scope."""
+        if not isinstance(name, str) or not name:
+            raise RegistrationError("a scope needs a non-empty string name")
+        if name in self._scopes:
+            raise RegistrationError(
+                f"a scope named {name!r} already exists; dispose it first or pick another name")
+        if parent is not None and (not isinstance(parent, AgentScope) or parent.disposed
+                                   or self._scopes.get(parent.name) is not parent):
+            raise RegistrationError(f"parent {parent!r} is not a live scope of this registry")
+        scope = AgentScope(self, name, parent)
+        self._scopes[name] = scope
+        self._changed("scope", name, ())
+        return scope
+
+    def _dispose_scope(self, scope: AgentScope) -> None:
+        if scope.disposed:
+            return
+        for child in [s for s in self._scopes.values() if s.parent is scope]:
+            self._dispose_scope(child)
+        scope._disposed = True
+        self._scopes.pop(scope.name, None)
+        self._visible_cache.pop(scope, None)
+        self._hook_cache.pop(scope, None)
+        self._changed("dispose", scope.name, tuple(scope._tools))
+
+    # Resolution -------------------------------------------------------------------------
+    def visible(self, scope: AgentScope | None = None) -> dict[str, ToolDefinition]:
+        """Every tool ``scope`` can see, by name (a fresh dict; definitions shared)."""
+        return dict(self._visible(scope))
+
+    def _visible(self, scope: AgentScope | None) -> dict[str, ToolDefinition]:
+        cached = self._visible_cache.get(scope)
+        if cached is not None and cached[0] == self._version:
+            return cached[1]
+        if scope is None:
+            view = dict(self._tools)
+        else:
+            inherited = self._visible(scope.parent)
+            view = {name: d for name, d in inherited.items()
+                    if all(mask.admits(name) for mask in scope._masks)}
+            view.update(scope._tools)
+        self._visible_cache[scope] = (self._version, view)
+        return view
+
+    def _inherited_names(self, scope: AgentScope) -> set[str]:
+        return set(self._visible(scope.parent))
+
+    def get(self, name: str, scope: AgentScope | None = None) -> ToolDefinition | None:
+        """The definition ``scope`` resolves ``name`` to (shadowing and masks applied)."""
+        self._check_scope(scope)
+        return self._visible(scope).get(name)
+
+    def schemas(self, scope: AgentScope | None = None) -> list[JsonObject]:
+        """Detached ``{name, description, parameters}`` of every visible tool, by name."""
+        self._check_scope(scope)
+        view = self._visible(scope)
+        return [{"name": d.name, "description": d.description, "parameters": thaw(d.parameters)}
+                for _, d in sorted(view.items())]
+
+    def execution_mode(self, call: ToolCall) -> ExecutionMode:
+        """``"parallel"`` only when the visible definition's classifier returns
+        exactly ``True`` for these arguments; anything else is ``"exclusive"``."""
+        definition = self._visible(call.agent).get(call.name)
+        if definition is None or definition.is_concurrency_safe is None:
+            return "exclusive"
+        try:
+            args = snapshot_json(call.arguments)
+            if not isinstance(args, dict):
+                return "exclusive"
+            if definition.validator is not None and definition.validator.validate(args):
+                return "exclusive"
+            verdict = definition.is_concurrency_safe(args)
+        except (NotJsonError, Exception):
+            return "exclusive"
+        return "parallel" if verdict is True else "exclusive"
+
+    def _check_scope(self, scope: AgentScope | None) -> None:
+        if scope is not None and (not isinstance(scope, AgentScope)
+                                  or self._scopes.get(scope.name) is not scope):
+            raise RegistrationError(f"{scope!r} is not a live scope of this registry")
+
+    def hooks(self, scope: AgentScope | None) -> HookChain:
+        cached = self._hook_cache.get(scope)
+        if cached is not None and cached[0] == self._version:
+            return cached[1]
+        layers: list[Layer] = [self, *(scope.chain if scope is not None else ())]
+        chain = HookChain(
+            guards=tuple(g for layer in layers for g in layer._guards),
+            pre=tuple(h for layer in layers for h in layer._pre),
+            wrappers=tuple(w for layer in layers for w in layer._wrappers),
+            post=tuple(h for layer in layers for h in layer._post),
+            observers=tuple(o for layer in layers for o in layer._observers),
+        )
+        self._hook_cache[scope] = (self._version, chain)
+        return chain
+
+    # Execution ---------------------------------------------------------------------------
+    async def execute(self, call: ToolCall) -> ToolResult:
+        """Run ``call`` through the whole pipeline; returns a result, never raises
+        for tool failures (``asyncio.CancelledError`` propagates after the body settles)."""
+        return await execute(self, call)
+
+    def resolve(self, call: ToolCall) -> ToolDefinition | str:
+        """The definition ``call`` runs, or the UNKNOWN_TOOL message explaining why none."""
+        definition = self._visible(call.agent).get(call.name)
+        if definition is not None:
+            return definition
+        known = sorted(self._visible(call.agent))
+        shown = ", ".join(known[:30]) + (f", ... ({len(known)} in all)" if len(known) > 30 else "")
+        where = f" in scope {call.agent.name!r}" if call.agent is not None else ""
+        return f"unknown tool {call.name!r}{where}; available tools: {shown or '(none)'}"
+
+    # Notifications -----------------------------------------------------------------------
+    def on_change(self, listener: Callable[[RegistryChange], None]) -> Undo:
+        """Notify ``listener`` of every register/unregister/restrict/scope change."""
+        return _subscribe(self._change_listeners, listener)
+
+    def on_event(self, sink: EventSink) -> Undo:
+        """Send durable session events (see :mod:`dsh_jupyter.events`) to ``sink``."""
+        return _subscribe(self._event_sinks, sink)
+
+    def emit(self, event: SessionEvent) -> None:
+        for sink in tuple(self._event_sinks):
+            try:
+                sink(event)
+            except Exception:
+                _log.exception("event sink %r failed on %s", sink, event.get("kind"))
+
+    def _changed(self, kind: str, scope: str | None, names: tuple[str, ...]) -> None:
+        self._version += 1
+        if not self._change_listeners:
+            return
+        change = RegistryChange(kind=kind, scope=scope, names=names)
+        for listener in tuple(self._change_listeners):
+            try:
+                listener(change)
+            except Exception:
+                _log.exception("registry change listener %r failed", listener)
+
+
+def _subscribe(bucket: list[Callable[..., None]], item: Callable[..., None]) -> Undo:
+    if not callable(item):
+        raise RegistrationError(f"expected a callable, got {type(item).__name__}")
+    bucket.append(item)
+
+    def undo() -> None:
+        if item in bucket:
+            bucket.remove(item)
+
+    return undo

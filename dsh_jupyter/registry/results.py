@@ -1,0 +1,128 @@
+"""Tool results are values: a success carries the canonical JSON value and the
+model-facing content; a failure carries an error and ``Error: <message>``.
+
+::
+
+    result = await registry.execute(call)
+    if result.is_error:
+        print(result.error.code, result.error.message)
+    else:
+        use(result.value)
+    model_text = result.text   # the content's text blocks joined
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+from typing import ClassVar, Literal, NotRequired, TypeAlias, TypedDict
+
+from ..json_value import JsonValue
+
+
+class TextContent(TypedDict):
+    type: Literal["text"]
+    text: str
+
+
+class ImageContent(TypedDict):
+    type: Literal["image"]
+    data: str
+    mime_type: str
+
+
+ContentBlock: TypeAlias = TextContent | ImageContent
+Content: TypeAlias = tuple[ContentBlock, ...]
+
+
+def text_content(text: str) -> Content:
+    return ({"type": "text", "text": text},)
+
+
+def content_text(content: Sequence[ContentBlock]) -> str:
+    """The text blocks of ``content`` joined by newlines (images become placeholders)."""
+    parts: list[str] = []
+    for block in content:
+        if block["type"] == "text":
+            parts.append(block["text"])
+        else:
+            parts.append(f"[{block['type']} content]")
+    return "\n".join(parts)
+
+
+class _AdditionalContextDict(TypedDict):
+    source: str
+    text: str
+    meta: NotRequired[JsonValue]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AdditionalContext:
+    """A message the agent loop appends after the result (never mid-result)."""
+
+    source: str
+    text: str
+    meta: JsonValue = None
+
+    def to_json(self) -> _AdditionalContextDict:
+        out: _AdditionalContextDict = {"source": self.source, "text": self.text}
+        if self.meta is not None:
+            out["meta"] = self.meta
+        return out
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ToolErrorInfo:
+    message: str
+    code: str | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ToolSuccess:
+    is_error: ClassVar[Literal[False]] = False
+    error: ClassVar[None] = None
+    value: JsonValue
+    content: Content
+    meta: JsonValue = None
+    additional_contexts: tuple[AdditionalContext, ...] = field(default=())
+
+    @property
+    def text(self) -> str:
+        return content_text(self.content)
+
+    def with_content(self, content: Content) -> ToolSuccess:
+        return replace(self, content=content)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ToolFailure:
+    is_error: ClassVar[Literal[True]] = True
+    value: ClassVar[None] = None
+    error: ToolErrorInfo
+    content: Content
+    meta: JsonValue = None
+    additional_contexts: tuple[AdditionalContext, ...] = field(default=())
+
+    @property
+    def text(self) -> str:
+        return content_text(self.content)
+
+    def with_content(self, content: Content) -> ToolFailure:
+        return replace(self, content=content)
+
+
+ToolResult: TypeAlias = ToolSuccess | ToolFailure
+
+
+def failure(
+    message: str,
+    code: str | None = None,
+    *,
+    contexts: tuple[AdditionalContext, ...] = (),
+) -> ToolFailure:
+    """A failure whose content is exactly ``Error: <message>``."""
+    return ToolFailure(
+        error=ToolErrorInfo(message=message, code=code),
+        content=text_content(f"Error: {message}"),
+        additional_contexts=contexts,
+    )

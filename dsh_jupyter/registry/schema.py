@@ -1,0 +1,588 @@
+"""The supported JSON Schema subset: check a schema, compile it, validate values against it.
+
+Tool schemas use a subset with one meaning everywhere: ``type`` (one name), ``properties``,
+``required``, ``additionalProperties`` (a boolean), ``items`` (one schema), ``enum``, ``const``,
+``oneOf`` (exactly one branch) and lossless annotations. :func:`schema_violations` lists every
+construct outside it with its path; :func:`compile_schema` turns a supported schema into a
+:class:`CompiledSchema` whose ``validate`` lists every violation in a value. JSON semantics
+throughout: ``bool`` is never a number, ``1.0`` is an integer, and in enum/const ``1 == 1.0``
+but ``true != 1``. Every traversal uses an explicit stack, so depth never hits recursion limits.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any, TypeAlias
+
+from dsh_jupyter.errors import UnsupportedSchemaError
+from dsh_jupyter.json_value import (
+    JsonValue,
+    NotJsonError,
+    is_json_integer,
+    is_json_number,
+    join_path,
+    snapshot_json,
+)
+
+__all__ = [
+    "SUPPORTED_TYPES",
+    "CompiledSchema",
+    "assert_supported_schema",
+    "compile_schema",
+    "schema_violations",
+]
+
+Predicate: TypeAlias = Callable[[object], bool]
+# A path is a linked chain of (parent, key) with None for the root. It is rendered to text only
+# when a violation is reported, so the valid case does no string work however deep it goes.
+_Chain: TypeAlias = "tuple[_Chain, object] | None"
+_Item: TypeAlias = "tuple[object, _Chain]"
+
+_MAX_ERRORS = 100
+# Quick predicates call their children's predicates; capping their depth keeps that recursion
+# shallow while still covering the common, shallow tool schemas end to end.
+_QUICK_DEPTH = 8
+
+
+def _is_object(value: object) -> bool:
+    return isinstance(value, dict)
+
+
+def _is_array(value: object) -> bool:
+    return isinstance(value, list)
+
+
+def _is_string(value: object) -> bool:
+    return isinstance(value, str)
+
+
+def _is_boolean(value: object) -> bool:
+    return isinstance(value, bool)
+
+
+def _is_null(value: object) -> bool:
+    return value is None
+
+
+def _always(value: object) -> bool:
+    return True
+
+
+_TYPE_CHECKS: dict[str, Predicate] = {
+    "array": _is_array,
+    "boolean": _is_boolean,
+    "integer": is_json_integer,
+    "null": _is_null,
+    "number": is_json_number,
+    "object": _is_object,
+    "string": _is_string,
+}
+SUPPORTED_TYPES: tuple[str, ...] = tuple(sorted(_TYPE_CHECKS))
+_ARTICLES = {"array": "an array", "boolean": "a boolean", "integer": "an integer", "null": "null",
+             "number": "a number", "object": "an object", "string": "a string"}
+
+# Annotations are kept verbatim; None means any lossless JSON value.
+_ANNOTATIONS: dict[str, type | None] = {
+    "description": str, "title": str, "$comment": str, "format": str, "deprecated": bool,
+    "readOnly": bool, "writeOnly": bool, "examples": list, "default": None,
+}
+_TYPE_NAMES: dict[type, str] = {str: "a string", bool: "a boolean", list: "an array"}
+_INSTEAD = {
+    "anyOf": "use oneOf with disjoint branches",
+    "allOf": "merge the branches into one schema",
+    "$ref": "inline the referenced schema",
+    "$defs": "inline each definition where it is used",
+    "definitions": "inline each definition where it is used",
+    "prefixItems": "use items with one schema for every element",
+    "patternProperties": "declare the properties, or leave additionalProperties open",
+    "additionalItems": "use items with one schema for every element",
+    "unevaluatedProperties": "use additionalProperties: false",
+    "dependentRequired": "use oneOf with one branch per shape",
+    "dependentSchemas": "use oneOf with one branch per shape",
+    "if": "use oneOf with one branch per case",
+    "then": "use oneOf with one branch per case",
+    "else": "use oneOf with one branch per case",
+}
+_CONSTRAINTS = frozenset({
+    "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf", "minLength",
+    "maxLength", "pattern", "minItems", "maxItems", "uniqueItems", "contains", "minContains",
+    "maxContains", "minProperties", "maxProperties", "propertyNames", "unevaluatedItems", "not",
+})
+
+
+def _show(value: object, limit: int = 80) -> str:
+    """Short JSON text for a value in a message, built without recursion and cut at ``limit``."""
+    out: list[str] = []
+    size = 0
+    stack: list[tuple[bool, object]] = [(False, value)]  # (is punctuation, item)
+    while stack and size <= limit:
+        literal, item = stack.pop()
+        if literal:
+            text = str(item)
+        elif isinstance(item, dict | list):
+            pieces: list[tuple[bool, object]] = []
+            for i, entry in enumerate(item.items() if isinstance(item, dict) else item):
+                if i:
+                    pieces.append((True, ", "))
+                if isinstance(item, dict):
+                    pieces.append((True, json.dumps(str(entry[0]), ensure_ascii=False) + ": "))
+                    entry = entry[1]
+                pieces.append((False, entry))
+            text, close = ("{", "}") if isinstance(item, dict) else ("[", "]")
+            stack.append((True, close))
+            stack.extend(reversed(pieces))
+        elif isinstance(item, str | int | float) or item is None:
+            text = json.dumps(item, ensure_ascii=False)
+        else:
+            text = repr(item)
+        out.append(text)
+        size += len(text)
+    text = "".join(out)
+    return text if size <= limit and not stack else text[: limit - 3] + "..."
+
+
+def _render(chain: _Chain) -> str:
+    keys: list[object] = []
+    while chain is not None:
+        chain, key = chain
+        keys.append(key)
+    path = ""
+    for key in reversed(keys):
+        plain = isinstance(key, str) or (isinstance(key, int) and not isinstance(key, bool))
+        path = join_path(path, key if plain else repr(key))  # type: ignore[arg-type]
+    return path
+
+
+def _at(chain: _Chain, text: str) -> str:
+    return f"{_render(chain) or '(root)'}: {text}"
+
+
+# -- the subset check ------------------------------------------------------------------------
+
+def schema_violations(schema: object) -> list[str]:
+    """Every way ``schema`` leaves the supported subset, each prefixed with its path.
+
+    >>> schema_violations({"type": "int"})[0][:30]
+    'type: "int" is not a supported'
+    """
+    out: list[str] = []
+    open_ids: set[int] = set()  # schema objects on the current path: meeting one again is a cycle
+    stack: list[tuple[object, _Chain, bool]] = [(schema, None, False)]
+    while stack:
+        node, chain, leaving = stack.pop()
+        if leaving:
+            open_ids.discard(id(node))
+        elif not isinstance(node, dict):
+            out.append(_at(chain, _not_a_schema(node)))
+        elif id(node) in open_ids:
+            out.append(_at(chain, "the schema contains itself (recursive schemas are not supported)"))
+        else:
+            open_ids.add(id(node))
+            stack.append((node, chain, True))
+            children: list[_Item] = []
+            _check_keywords(node, chain, out, children)
+            stack.extend((child, where, False) for child, where in reversed(children))
+    return out
+
+
+def assert_supported_schema(schema: object, *, what: str = "schema") -> None:
+    """Raise :class:`UnsupportedSchemaError` listing every violation, if there are any."""
+    violations = schema_violations(schema)
+    if violations:
+        raise UnsupportedSchemaError(what, violations)
+
+
+def _not_a_schema(node: object) -> str:
+    if node is True:
+        return "the boolean schema true is not supported (use {} to allow any value)"
+    if node is False:
+        return ("the boolean schema false is not supported (to forbid a property, leave it "
+                "undeclared and set additionalProperties: false)")
+    return f"a schema must be an object, not {_show(node)}"
+
+
+def _check_keywords(node: dict[Any, Any], chain: _Chain, out: list[str], kids: list[_Item]) -> None:
+    for key, value in node.items():
+        if not isinstance(key, str):
+            out.append(_at(chain, f"keyword {key!r} is not a string"))
+            continue
+        here: _Chain = (chain, key)
+        if key == "type":
+            if isinstance(value, list):
+                out.append(_at(here, "type arrays are not supported (use oneOf with one branch per type)"))
+            elif not isinstance(value, str) or value not in _TYPE_CHECKS:
+                out.append(_at(here, f"{_show(value)} is not a supported type "
+                                     f"(use one of: {', '.join(SUPPORTED_TYPES)})"))
+        elif key == "properties":
+            if not isinstance(value, dict):
+                out.append(_at(here, "must be an object mapping property names to schemas"))
+                continue
+            for name, sub in value.items():
+                if isinstance(name, str):
+                    kids.append((sub, (here, name)))
+                else:
+                    out.append(_at(here, f"property name {name!r} is not a string"))
+        elif key == "required":
+            _check_required(value, here, out)
+        elif key == "additionalProperties":
+            if isinstance(value, dict):
+                out.append(_at(here, "a schema here is not supported (use true or false; "
+                                     'for a mapping of any keys use {"type": "object"})'))
+            elif not isinstance(value, bool):
+                out.append(_at(here, "must be true or false"))
+        elif key == "items":
+            if isinstance(value, list):
+                out.append(_at(here, "an array of schemas is not supported "
+                                     "(use one schema for every element)"))
+            else:
+                kids.append((value, here))
+        elif key in ("enum", "oneOf"):
+            if not isinstance(value, list) or not value:
+                what = "values" if key == "enum" else "schemas"
+                out.append(_at(here, f"must be a non-empty array of {what}"))
+            elif key == "oneOf":
+                kids.extend((branch, (here, i)) for i, branch in enumerate(value))
+            else:
+                for i, member in enumerate(value):
+                    _check_lossless(member, (here, i), out)
+        elif key == "const":
+            _check_lossless(value, here, out)
+        elif key in _ANNOTATIONS:
+            expected = _ANNOTATIONS[key]
+            if expected is not None and not isinstance(value, expected):
+                out.append(_at(here, f"must be {_TYPE_NAMES[expected]}"))
+            else:
+                _check_lossless(value, here, out)
+        elif key in _INSTEAD:
+            out.append(_at(here, f'"{key}" is not supported ({_INSTEAD[key]})'))
+        elif key in _CONSTRAINTS:
+            out.append(_at(here, f'"{key}" is not supported: the subset has no value constraints '
+                                 "(enforce it in the tool, e.g. with a pydantic model)"))
+        else:
+            out.append(_at(here, f'"{key}" is not a supported keyword'))
+    _check_consistency(node, chain, out)
+
+
+def _check_required(value: object, here: _Chain, out: list[str]) -> None:
+    if not isinstance(value, list):
+        out.append(_at(here, "must be an array of property names"))
+        return
+    seen: set[str] = set()
+    for i, name in enumerate(value):
+        if not isinstance(name, str):
+            out.append(_at((here, i), f"{_show(name)} is not a property name string"))
+        elif name in seen:
+            out.append(_at((here, i), f'"{name}" is listed twice'))
+        else:
+            seen.add(name)
+
+
+def _check_lossless(value: object, here: _Chain, out: list[str]) -> None:
+    try:
+        snapshot_json(value, freeze=False)
+    except NotJsonError as error:
+        out.append(_at(here, str(error)))
+
+
+def _check_consistency(node: dict[Any, Any], chain: _Chain, out: list[str]) -> None:
+    """Cross-keyword rules: values must fit the declared type; a closed object's required
+    properties must be declared (otherwise no object could ever match)."""
+    declared = node.get("type")
+    fits = _TYPE_CHECKS.get(declared) if isinstance(declared, str) else None
+    if fits is not None:
+        enum = node.get("enum")
+        for i, member in enumerate(enum if isinstance(enum, list) else ()):
+            if not fits(member):
+                out.append(_at(((chain, "enum"), i), f"{_show(member)} does not match type {_show(declared)}"))
+        if "const" in node and not fits(node["const"]):
+            out.append(_at((chain, "const"), f"{_show(node['const'])} does not match type {_show(declared)}"))
+    required = node.get("required")
+    if node.get("additionalProperties") is False and isinstance(required, list):
+        properties = node.get("properties")
+        declared_names = properties if isinstance(properties, dict) else {}
+        for i, name in enumerate(required):
+            if isinstance(name, str) and name not in declared_names:
+                out.append(_at(((chain, "required"), i), f'"{name}" is required but not declared in '
+                               "properties, and additionalProperties is false, so no object can match"))
+
+
+# -- compiling ---------------------------------------------------------------------------------
+
+def _json_equal(left: object, right: object) -> bool:
+    """JSON equality: ``1 == 1.0`` but ``true != 1``, at any depth, without recursion."""
+    pairs = [(left, right)]
+    while pairs:
+        a, b = pairs.pop()
+        if isinstance(a, dict):
+            if not isinstance(b, dict) or a.keys() != b.keys():
+                return False
+            pairs.extend((a[k], b[k]) for k in a)
+        elif isinstance(a, list):
+            if not isinstance(b, list) or len(a) != len(b):
+                return False
+            pairs.extend(zip(a, b, strict=True))
+        elif isinstance(b, dict | list) or isinstance(a, bool) != isinstance(b, bool) or a != b:
+            return False
+    return True
+
+
+def _member_check(members: list[JsonValue]) -> Predicate:
+    # Tagging scalars with "is it a bool" keeps True and 1 apart while 1 and 1.0 stay equal.
+    scalars = {(isinstance(m, bool), m) for m in members if not isinstance(m, dict | list)}
+    containers = [m for m in members if isinstance(m, dict | list)]
+
+    def check(value: object) -> bool:
+        if isinstance(value, str | int | float) or value is None:
+            return (isinstance(value, bool), value) in scalars
+        return any(_json_equal(m, value) for m in containers)
+
+    return check
+
+
+class _Node:
+    """One compiled schema object; :func:`compile_schema` links the children."""
+
+    __slots__ = ("closed", "depth", "has_object_rules", "items", "one_of", "properties",
+                 "quick", "required", "type_check", "type_text", "values")
+
+    def __init__(self, schema: dict[str, Any]) -> None:
+        declared = schema.get("type")
+        self.type_check = _TYPE_CHECKS[declared] if declared is not None else None
+        self.type_text = f" must be {_ARTICLES[declared]}" if declared is not None else ""
+        values: list[tuple[Predicate, str]] = []
+        if "const" in schema:
+            values.append((_member_check([schema["const"]]), f" must be {_show(schema['const'])}"))
+        if "enum" in schema:
+            shown = ", ".join(_show(m) for m in schema["enum"])
+            values.append((_member_check(schema["enum"]), f" must be one of {shown}"))
+        self.values = tuple(values)
+        self.properties: dict[str, _Node] = {}
+        self.required: tuple[str, ...] = tuple(schema.get("required", ()))
+        self.closed = schema.get("additionalProperties") is False
+        self.has_object_rules = "properties" in schema or bool(self.required) or self.closed
+        self.items: _Node | None = None
+        self.one_of: tuple[_Node, ...] = ()
+        self.quick: Predicate | None = None
+        self.depth = 1
+
+
+def _all_of(parts: list[Predicate]) -> Predicate:
+    if not parts:
+        return _always
+    if len(parts) == 1:
+        return parts[0]
+    return lambda value: all(part(value) for part in parts)
+
+
+def _quick_object(children: dict[str, Predicate], required: tuple[str, ...], closed: bool,
+                  strict: bool) -> Predicate:
+    def check(value: object) -> bool:
+        if not isinstance(value, dict):
+            return not strict
+        for name in required:
+            if name not in value:
+                return False
+        for key, item in value.items():
+            child = children.get(key)
+            if child is None:
+                if closed:
+                    return False
+            elif not child(item):
+                return False
+        return True
+
+    return check
+
+
+def _quick_array(item: Predicate, strict: bool) -> Predicate:
+    return lambda value: all(map(item, value)) if isinstance(value, list) else not strict
+
+
+def _quick_one_of(branches: list[Predicate]) -> Predicate:
+    return lambda value: sum(1 for branch in branches if branch(value)) == 1
+
+
+def _make_quick(node: _Node) -> Predicate | None:
+    """A yes/no check for the valid case, or None when the subtree is too deep for one."""
+    kids = [*node.properties.values(), *node.one_of, *([node.items] if node.items else [])]
+    node.depth = 1 + max((kid.depth for kid in kids), default=0)
+    if node.depth > _QUICK_DEPTH or any(kid.quick is None for kid in kids):
+        return None
+    parts = [check for check, _ in node.values]
+    if node.has_object_rules:
+        children = {name: kid.quick for name, kid in node.properties.items() if kid.quick}
+        parts.append(_quick_object(children, node.required, node.closed,
+                                   strict=node.type_check is _is_object))
+    if node.items is not None and node.items.quick is not None:
+        parts.append(_quick_array(node.items.quick, strict=node.type_check is _is_array))
+    if node.one_of:
+        parts.append(_quick_one_of([branch.quick for branch in node.one_of if branch.quick]))
+    folded = (_is_object if node.has_object_rules else None, _is_array if node.items else None)
+    if node.type_check is not None and node.type_check not in folded:
+        parts.insert(0, node.type_check)
+    return _all_of(parts)
+
+
+class CompiledSchema:
+    """A supported schema compiled for fast, repeated validation; build with :func:`compile_schema`."""
+
+    __slots__ = ("_root", "schema")
+
+    def __init__(self, schema: JsonValue, root: _Node) -> None:
+        self.schema = schema  # the frozen snapshot that was compiled
+        self._root = root
+
+    def validate(self, value: object) -> list[str]:
+        """Every way ``value`` violates the schema (``[]`` when valid), each naming its path.
+
+        >>> compile_schema({"properties": {"n": {"type": "integer"}}}).validate({"n": "x"})
+        ['"n" must be an integer']
+        """
+        quick = self._root.quick
+        if quick is not None and quick(value):
+            return []
+        run = _evaluate(self._root, value)
+        if run.count > len(run.errors):
+            return [*run.errors, f"... and {run.count - len(run.errors)} more"]
+        return run.errors
+
+
+def compile_schema(schema: object, *, what: str = "schema") -> CompiledSchema:
+    """Check ``schema`` is inside the subset (else :class:`UnsupportedSchemaError`) and compile it."""
+    assert_supported_schema(schema, what=what)
+    frozen: Any = snapshot_json(schema)
+    root = _Node(frozen)
+    order: list[_Node] = []
+    pending = [(root, frozen)]
+    while pending:
+        node, source = pending.pop()
+        order.append(node)
+        for name, sub in source.get("properties", {}).items():
+            node.properties[name] = _Node(sub)
+            pending.append((node.properties[name], sub))
+        if "items" in source:
+            node.items = _Node(source["items"])
+            pending.append((node.items, source["items"]))
+        if "oneOf" in source:
+            node.one_of = tuple(_Node(branch) for branch in source["oneOf"])
+            pending.extend(zip(node.one_of, source["oneOf"], strict=True))
+    for node in reversed(order):  # children come after their parent in `order`
+        node.quick = _make_quick(node)
+    return CompiledSchema(frozen, root)
+
+
+# -- validating --------------------------------------------------------------------------------
+
+class _Run:
+    """One validation problem: the whole value, or one oneOf branch tried against a value."""
+
+    __slots__ = ("count", "errors", "limit", "stack")
+
+    def __init__(self, node: _Node, value: object, chain: _Chain, limit: int) -> None:
+        self.stack: list[tuple[_Node, object, _Chain]] = [(node, value, chain)]
+        self.errors: list[str] = []
+        self.count = 0
+        self.limit = limit
+
+    def fail(self, chain: _Chain, before: str, after: str = "") -> None:
+        self.count += 1
+        if len(self.errors) < self.limit:
+            where = f'"{_render(chain)}"' if chain is not None else "the value"
+            self.errors.append(f"{before}{where}{after}")
+
+
+class _Choice:
+    """A oneOf being decided: its branches run one after another as nested runs."""
+
+    __slots__ = ("best", "branches", "chain", "matched", "tried", "value")
+
+    def __init__(self, branches: tuple[_Node, ...], value: object, chain: _Chain) -> None:
+        self.branches, self.value, self.chain = branches, value, chain
+        self.tried = self.matched = 0
+        self.best: tuple[tuple[bool, int, int], str] | None = None
+
+    def next_run(self) -> _Run:
+        self.tried += 1
+        # A branch only needs its verdict, its violation count and its first message.
+        return _Run(self.branches[self.tried - 1], self.value, self.chain, limit=1)
+
+    def record(self, run: _Run) -> None:
+        if run.count == 0:
+            self.matched += 1
+            return
+        check = self.branches[self.tried - 1].type_check
+        # Closest: a branch of the value's own type first, then the fewest violations.
+        key = (check is not None and not check(self.value), run.count, self.tried - 1)
+        if self.best is None or key < self.best[0]:
+            self.best = (key, run.errors[0])
+
+    def report(self, parent: _Run) -> None:
+        if self.matched == 1:
+            return
+        detail = ""
+        if self.matched == 0 and self.best is not None:
+            detail = f": closest is branch {self.best[0][2]}: {self.best[1]}"
+        parent.fail(self.chain, "", f" must match exactly one oneOf branch (matched {self.matched}){detail}")
+
+
+def _evaluate(root: _Node, value: object) -> _Run:
+    runs = [_Run(root, value, None, _MAX_ERRORS)]
+    choices: list[_Choice] = []
+    while True:
+        run = runs[-1]
+        choice = _drain(run)
+        if choice is not None:  # suspend this run while the oneOf's branches are tried
+            choices.append(choice)
+            runs.append(choice.next_run())
+            continue
+        if len(runs) == 1:
+            return run
+        runs.pop()
+        choice = choices[-1]
+        choice.record(run)
+        if choice.tried < len(choice.branches):
+            runs.append(choice.next_run())
+        else:
+            choices.pop()
+            choice.report(runs[-1])
+
+
+def _drain(run: _Run) -> _Choice | None:
+    """Work through ``run`` until it is finished or reaches a oneOf, which is returned."""
+    stack = run.stack
+    while stack:
+        node, value, chain = stack.pop()
+        if node.quick is not None and node.quick(value):
+            continue
+        if _check_node(node, value, chain, run) and node.one_of:
+            return _Choice(node.one_of, value, chain)
+    return None
+
+
+def _check_node(node: _Node, value: object, chain: _Chain, run: _Run) -> bool:
+    """Check ``value`` against ``node`` and queue its children; False if it failed outright."""
+    if node.type_check is not None and not node.type_check(value):
+        run.fail(chain, "", node.type_text)
+        return False
+    for check, text in node.values:
+        if not check(value):
+            run.fail(chain, "", text)
+            return False
+    if node.has_object_rules and isinstance(value, dict):
+        for name in node.required:
+            if name not in value:
+                run.fail((chain, name), "missing required property ")
+        queued: list[tuple[_Node, object, _Chain]] = []
+        for key, item in value.items():
+            child = node.properties.get(key)
+            if child is not None:
+                queued.append((child, item, (chain, key)))
+            elif node.closed:
+                run.fail((chain, key), "", " is not a declared property")
+        queued.reverse()  # the stack pops last-in first: keep violations in document order
+        run.stack.extend(queued)
+    if node.items is not None and isinstance(value, list):
+        items = node.items
+        run.stack.extend((items, value[i], (chain, i)) for i in range(len(value) - 1, -1, -1))
+    return True

@@ -1,0 +1,52 @@
+"""Durable session events and the JSON Lines log."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from dsh_jupyter import JsonlSessionWriter, ToolCall, ToolRegistry, define_tool, read_session
+
+
+async def test_top_level_calls_write_call_and_result_events(tmp_path: Path) -> None:
+    registry = ToolRegistry()
+    registry.register(define_tool(
+        name="t", parameters={"type": "object"},
+        output={"schema": {"type": "string"}, "render": lambda a, v: v,
+                "presentation_meta": lambda a, v: {"n": 1}},
+        execute=lambda a, c: "out"))
+    log = tmp_path / "session.jsonl"
+    with JsonlSessionWriter(log) as writer:
+        registry.on_event(writer)
+        await registry.execute(ToolCall(call_id="c1", name="t", arguments={"x": [1]}))
+        await registry.execute(ToolCall(call_id="c2", name="missing"))
+    events: list[Any] = read_session(log)
+    assert [e["kind"] for e in events] == ["tool/call", "tool/result", "tool/call", "tool/result"]
+    result = events[1]
+    assert result["call_id"] == "c1" and result["arguments"] == {"x": [1]}
+    assert result["content"] == [{"type": "text", "text": "out"}] and result["meta"] == {"n": 1}
+    assert result["ended"] >= result["started"]
+    assert events[3]["error"]["code"] == "UNKNOWN_TOOL"
+
+
+def test_malformed_log_lines_are_reported(tmp_path: Path) -> None:
+    log = tmp_path / "bad.jsonl"
+    log.write_text('{"kind": "tool/call"}\n\n{"kind": "other"}\nnot json\n')
+    with pytest.raises(ValueError, match=r"bad\.jsonl:4"):
+        read_session(log)
+
+
+async def test_failing_sink_does_not_break_execution(caplog: pytest.LogCaptureFixture) -> None:
+    registry = ToolRegistry()
+    registry.register(define_tool(name="t", parameters={"type": "object"},
+                                  output={"schema": {"type": "string"}, "render": lambda a, v: v},
+                                  execute=lambda a, c: "x"))
+
+    def broken(event: Any) -> None:
+        raise OSError("disk full")
+
+    registry.on_event(broken)
+    result = await registry.execute(ToolCall(call_id="1", name="t"))
+    assert not result.is_error and "disk full" in caplog.text

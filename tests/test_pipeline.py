@@ -1,0 +1,561 @@
+"""The execution pipeline: stage order, every error code, cancellation, results."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+
+from dsh_jupyter import (
+    AbortController,
+    Accept,
+    AdditionalContext,
+    Allow,
+    Approval,
+    Ask,
+    Block,
+    Deny,
+    ToolCall,
+    ToolError,
+    ToolExecution,
+    ToolRegistry,
+    ToolRunContext,
+    define_tool,
+    enforce_timeouts,
+)
+
+ECHO_PARAMS = {"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]}
+
+
+def echo_tool(**extra: Any) -> Any:
+    async def run(args: Any, ctx: ToolRunContext) -> str:
+        return str(args["text"])
+
+    return define_tool(name="echo", description="Echo.", parameters=ECHO_PARAMS,
+                       output={"schema": {"type": "string"}, "render": lambda a, v: v},
+                       execute=run, **extra)
+
+
+def call(name: str = "echo", args: Any = None, **kw: Any) -> ToolCall:
+    return ToolCall(call_id=kw.pop("call_id", "c1"), name=name,
+                    arguments={"text": "hi"} if args is None else args, **kw)
+
+
+async def test_success_value_and_content() -> None:
+    registry = ToolRegistry()
+    registry.register(echo_tool())
+    result = await registry.execute(call())
+    assert not result.is_error
+    assert result.value == "hi"
+    assert result.content == ({"type": "text", "text": "hi"},)
+    assert result.error is None
+
+
+async def test_typed_tool_from_function() -> None:
+    registry = ToolRegistry()
+
+    @registry.tool
+    async def add(a: int, b: int = 2) -> int:
+        """Add two numbers."""
+        return a + b
+
+    result = await registry.execute(call("add", {"a": 1}))
+    assert result.value == 3 and result.text == "3"
+    bad = await registry.execute(call("add", {"a": "1"}))
+    assert bad.is_error and bad.error is not None
+    assert bad.error.code == "INVALID_ARGS"
+    assert '"a" must be an integer' in bad.error.message
+    assert bad.text == f"Error: {bad.error.message}"
+
+
+async def test_stage_order_is_fixed() -> None:
+    registry = ToolRegistry()
+    order: list[str] = []
+
+    async def body(args: Any, ctx: ToolRunContext) -> str:
+        order.append("body")
+        return "v"
+
+    def finalize(execution: ToolExecution, result: Any) -> None:
+        order.append("finalize")
+
+    registry.register(define_tool(name="t", parameters={"type": "object"},
+                                  output={"schema": {"type": "string"},
+                                          "render": lambda a, v: v},
+                                  execute=body, finalize_content=finalize))
+
+    async def pre(execution: ToolExecution, decision: Any) -> None:
+        order.append("pre")
+
+    def guard(execution: ToolExecution) -> None:
+        order.append("guard")
+
+    async def around(execution: ToolExecution, call_next: Any) -> Any:
+        order.append("wrap-in")
+        result = await call_next()
+        order.append("wrap-out")
+        return result
+
+    async def post(execution: ToolExecution, result: Any) -> None:
+        order.append("post")
+
+    registry.on_result(lambda e, r: order.append("observe"))
+    registry.on_post_execute(post)
+    registry.on_execute(around)
+    registry.guard(guard)
+    registry.on_pre_execute(pre)
+    await registry.execute(call("t", {}))
+    assert order == ["pre", "guard", "wrap-in", "body", "wrap-out", "post", "finalize",
+                     "observe"]
+
+
+async def test_unknown_tool_lists_known_names() -> None:
+    registry = ToolRegistry()
+    registry.register(echo_tool())
+    result = await registry.execute(call("nope"))
+    assert result.error is not None and result.error.code == "UNKNOWN_TOOL"
+    assert "echo" in result.error.message
+
+
+async def test_non_json_arguments_fail_before_policy() -> None:
+    registry = ToolRegistry()
+    registry.register(echo_tool())
+    seen: list[str] = []
+    registry.on_pre_execute(lambda e, d: seen.append("pre"))
+    for bad in ({"text": float("nan")}, {"text": {1, 2}}, ["not", "an", "object"]):
+        result = await registry.execute(call(args=bad))
+        assert result.error is not None and result.error.code == "INVALID_ARGS", bad
+    assert seen == []
+
+
+async def test_arguments_are_frozen_snapshots() -> None:
+    registry = ToolRegistry()
+    seen: list[Any] = []
+
+    async def body(args: Any, ctx: ToolRunContext) -> str:
+        seen.append(args)
+        with pytest.raises(TypeError):
+            args["x"] = 1
+        return "ok"
+
+    registry.register(define_tool(name="t", parameters={"type": "object"},
+                                  output={"schema": {"type": "string"},
+                                          "render": lambda a, v: v}, execute=body))
+    original = {"list": [1, 2]}
+    await registry.execute(call("t", original))
+    original["list"].append(3)
+    assert seen[0] == {"list": [1, 2]}
+
+
+async def test_invalid_tool_output() -> None:
+    registry = ToolRegistry()
+
+    async def body(args: Any, ctx: ToolRunContext) -> Any:
+        return {"count": "three"}
+
+    registry.register(define_tool(
+        name="t", parameters={"type": "object"},
+        output={"schema": {"type": "object", "properties": {"count": {"type": "integer"}}},
+                "render": lambda a, v: "x"}, execute=body))
+    result = await registry.execute(call("t", {}))
+    assert result.error is not None and result.error.code == "INVALID_TOOL_OUTPUT"
+    assert '"count" must be an integer' in result.error.message
+
+
+async def test_tool_exceptions_become_failures() -> None:
+    registry = ToolRegistry()
+
+    async def boom(args: Any, ctx: ToolRunContext) -> str:
+        raise ValueError("disk on fire")
+
+    async def coded(args: Any, ctx: ToolRunContext) -> str:
+        raise ToolError("no such file", code="NOT_FOUND")
+
+    for name, fn in (("boom", boom), ("coded", coded)):
+        registry.register(define_tool(name=name, parameters={"type": "object"},
+                                      output={"schema": {"type": "string"},
+                                              "render": lambda a, v: v}, execute=fn))
+    boom_result = await registry.execute(call("boom", {}))
+    assert boom_result.text == "Error: ValueError: disk on fire"
+    coded_result = await registry.execute(call("coded", {}))
+    assert coded_result.error is not None and coded_result.error.code == "NOT_FOUND"
+
+
+# --- pre-execute, approval, guards ------------------------------------------------------
+
+
+async def test_pre_execute_waterfall_and_deny() -> None:
+    registry = ToolRegistry()
+    registry.register(echo_tool())
+    decisions: list[Any] = []
+
+    def first(execution: ToolExecution, decision: Any) -> Any:
+        decisions.append(decision)
+        return Deny("not today")
+
+    def second(execution: ToolExecution, decision: Any) -> Any:
+        decisions.append(decision)
+        return None  # keep
+
+    registry.on_pre_execute(first)
+    registry.on_pre_execute(second)
+    result = await registry.execute(call())
+    assert decisions == [Allow(), Deny("not today")]
+    assert result.error is not None and result.error.code == "DENIED"
+    assert result.text == "Error: not today"
+
+
+async def test_ask_without_approval_service_degrades_to_deny() -> None:
+    registry = ToolRegistry()
+    registry.register(echo_tool())
+    registry.on_pre_execute(lambda e, d: Ask("writes files"))
+    result = await registry.execute(call())
+    assert result.error is not None and result.error.code == "DENIED"
+    assert "writes files" in result.error.message and "no approval service" in result.error.message
+
+
+async def test_ask_goes_to_the_approval_service() -> None:
+    answers = [Approval(approved=True), Approval(approved=False, answered_by="ci-policy")]
+
+    class Service:
+        async def request(self, execution: ToolExecution, reason: str | None) -> Approval:
+            return answers.pop(0)
+
+    registry = ToolRegistry(approval=Service())
+    registry.register(echo_tool())
+    registry.on_pre_execute(lambda e, d: Ask("writes files"))
+    assert not (await registry.execute(call())).is_error
+    rejected = await registry.execute(call())
+    assert rejected.error is not None and "ci-policy" in rejected.error.message
+
+
+async def test_guards_are_monotonic_and_run_global_first() -> None:
+    registry = ToolRegistry()
+    registry.register(echo_tool())
+    agent = registry.scope("a")
+    order: list[str] = []
+
+    def scoped(execution: ToolExecution) -> str:
+        order.append("scoped")
+        return "scope says no"
+
+    def global_guard(execution: ToolExecution) -> None:
+        order.append("global")
+
+    agent.guard(scoped)
+    registry.guard(global_guard)
+    registry.on_post_execute(lambda e, r: Accept(content="overridden"))
+    result = await registry.execute(call(agent=agent))
+    assert order == ["global", "scoped"]
+    # a later stage cannot turn a guard denial back into permission
+    assert result.error is not None and result.error.code == "DENIED"
+    plain = await registry.execute(call())
+    assert not plain.is_error and plain.text == "overridden"
+
+
+async def test_hook_failures_are_reported_not_raised() -> None:
+    registry = ToolRegistry()
+    registry.register(echo_tool())
+
+    def broken(execution: ToolExecution, decision: Any) -> Any:
+        raise RuntimeError("bug in policy")
+
+    undo = registry.on_pre_execute(broken)
+    result = await registry.execute(call())
+    assert result.error is not None and result.error.code == "HOOK_FAILED"
+    assert "bug in policy" in result.error.message
+    undo()
+    assert not (await registry.execute(call())).is_error
+
+
+# --- post-execute -----------------------------------------------------------------------
+
+
+async def test_post_execute_value_replacement_is_revalidated_and_rerendered() -> None:
+    registry = ToolRegistry()
+    registry.register(echo_tool())
+    undo = registry.on_post_execute(lambda e, r: Accept(value="replaced"))
+    result = await registry.execute(call())
+    assert result.value == "replaced" and result.text == "replaced"
+    undo()
+    registry.on_post_execute(lambda e, r: Accept(value=42))
+    bad = await registry.execute(call())
+    assert bad.error is not None and bad.error.code == "INVALID_TOOL_OUTPUT"
+
+
+async def test_post_execute_content_replacement_keeps_value() -> None:
+    registry = ToolRegistry()
+    registry.register(echo_tool())
+    registry.on_post_execute(lambda e, r: Accept(content="shown"))
+    result = await registry.execute(call())
+    assert result.value == "hi" and result.text == "shown"
+
+
+async def test_post_execute_cannot_replace_both() -> None:
+    registry = ToolRegistry()
+    registry.register(echo_tool())
+    registry.on_post_execute(lambda e, r: Accept(content="a", value="b"))
+    result = await registry.execute(call())
+    assert result.error is not None and result.error.code == "HOOK_FAILED"
+
+
+async def test_contexts_deferred_then_attached_block_keeps_only_its_own() -> None:
+    registry = ToolRegistry()
+
+    async def body(args: Any, ctx: ToolRunContext) -> str:
+        ctx.defer_context(AdditionalContext(source="tool", text="from body"))
+        return "v"
+
+    registry.register(define_tool(name="t", parameters={"type": "object"},
+                                  output={"schema": {"type": "string"},
+                                          "render": lambda a, v: v}, execute=body))
+    undo = registry.on_post_execute(
+        lambda e, r: Accept(contexts=[AdditionalContext(source="post", text="from post")]))
+    result = await registry.execute(call("t", {}))
+    assert [c.text for c in result.additional_contexts] == ["from body", "from post"]
+    undo()
+    registry.on_post_execute(lambda e, r: Block(
+        "blocked: secret", contexts=[AdditionalContext(source="policy", text="why")]))
+    blocked = await registry.execute(call("t", {}))
+    assert blocked.error is not None and blocked.error.code == "BLOCKED"
+    assert blocked.text == "Error: blocked: secret"
+    assert [c.text for c in blocked.additional_contexts] == ["why"]
+
+
+async def test_finalize_content_runs_once_on_every_outcome() -> None:
+    registry = ToolRegistry()
+    seen: list[bool] = []
+
+    def finalize(execution: ToolExecution, result: Any) -> str:
+        seen.append(result.is_error)
+        return "final: " + result.text
+
+    async def body(args: Any, ctx: ToolRunContext) -> str:
+        if args.get("fail"):
+            raise RuntimeError("x")
+        return "ok"
+
+    registry.register(define_tool(name="t", parameters={"type": "object"},
+                                  output={"schema": {"type": "string"}, "render": lambda a, v: v},
+                                  execute=body, finalize_content=finalize))
+    ok = await registry.execute(call("t", {}))
+    bad = await registry.execute(call("t", {"fail": True}))
+    pre_aborted = AbortController()
+    pre_aborted.abort("stop")
+    aborted = await registry.execute(call("t", {}, signal=pre_aborted.signal))
+    assert seen == [False, True, True]
+    assert ok.text == "final: ok" and ok.value == "ok"
+    assert bad.text.startswith("final: Error:")
+    assert aborted.text.startswith("final: Error:")
+
+
+async def test_observer_failures_are_contained(caplog: pytest.LogCaptureFixture) -> None:
+    registry = ToolRegistry()
+    registry.register(echo_tool())
+    seen: list[str] = []
+
+    def broken(execution: ToolExecution, result: Any) -> None:
+        raise RuntimeError("observer bug")
+
+    registry.on_result(broken)
+    registry.on_result(lambda e, r: seen.append(e.call_id))
+    result = await registry.execute(call())
+    assert not result.is_error and seen == ["c1"]
+    assert "observer bug" in caplog.text
+
+
+# --- cancellation -----------------------------------------------------------------------
+
+
+async def test_pre_aborted_call_skips_every_policy_stage() -> None:
+    registry = ToolRegistry()
+    registry.register(echo_tool())
+    seen: list[str] = []
+    registry.on_pre_execute(lambda e, d: seen.append("pre"))
+    registry.guard(lambda e: seen.append("guard") and None)
+    controller = AbortController()
+    controller.abort("user stop")
+    result = await registry.execute(call(signal=controller.signal))
+    assert result.error is not None and result.error.code == "ABORTED_BEFORE_DISPATCH"
+    assert seen == []
+
+
+async def test_abort_during_policy_is_aborted_before_dispatch() -> None:
+    registry = ToolRegistry()
+    ran: list[str] = []
+
+    async def body(args: Any, ctx: ToolRunContext) -> str:
+        ran.append("body")
+        return "x"
+
+    registry.register(define_tool(name="t", parameters={"type": "object"},
+                                  output={"schema": {"type": "string"}, "render": lambda a, v: v},
+                                  execute=body))
+    controller = AbortController()
+
+    async def pre(execution: ToolExecution, decision: Any) -> None:
+        controller.abort("changed my mind")
+
+    registry.on_pre_execute(pre)
+    result = await registry.execute(call("t", {}, signal=controller.signal))
+    assert result.error is not None and result.error.code == "ABORTED_BEFORE_DISPATCH"
+    assert ran == []
+
+
+async def test_deny_is_more_specific_than_abort() -> None:
+    registry = ToolRegistry()
+    registry.register(echo_tool())
+    controller = AbortController()
+
+    def pre(execution: ToolExecution, decision: Any) -> Any:
+        controller.abort("late")
+        return Deny("policy")
+
+    registry.on_pre_execute(pre)
+    result = await registry.execute(call(signal=controller.signal))
+    assert result.error is not None and result.error.code == "DENIED"
+
+
+async def test_abort_after_body_started_turns_success_into_aborted() -> None:
+    registry = ToolRegistry()
+    controller = AbortController()
+    settled: list[str] = []
+
+    async def body(args: Any, ctx: ToolRunContext) -> str:
+        controller.abort("stop")
+        await asyncio.sleep(0.01)  # ignores the signal, still finishes
+        settled.append("done")
+        return "finished anyway"
+
+    async def failing(args: Any, ctx: ToolRunContext) -> str:
+        controller.abort("stop")
+        raise ToolError("tool failed first", code="OWN")
+
+    for name, fn in (("t", body), ("f", failing)):
+        registry.register(define_tool(name=name, parameters={"type": "object"},
+                                      output={"schema": {"type": "string"},
+                                              "render": lambda a, v: v}, execute=fn))
+    result = await registry.execute(call("t", {}, signal=controller.signal))
+    assert settled == ["done"]
+    assert result.error is not None and result.error.code == "ABORTED"
+    controller2 = AbortController()
+    controller = controller2
+    failed = await registry.execute(call("f", {}, signal=controller2.signal))
+    assert failed.error is not None and failed.error.code == "OWN"
+
+
+async def test_cooperative_body_sees_the_signal() -> None:
+    registry = ToolRegistry()
+
+    async def slow(args: Any, ctx: ToolRunContext) -> str:
+        await ctx.signal.run(asyncio.sleep(10))
+        return "never"
+
+    registry.register(define_tool(name="slow", parameters={"type": "object"},
+                                  output={"schema": {"type": "string"}, "render": lambda a, v: v},
+                                  execute=slow))
+    controller = AbortController()
+    asyncio.get_running_loop().call_later(0.02, controller.abort, "user stop")
+    result = await registry.execute(call("slow", {}, signal=controller.signal))
+    assert result.error is not None and result.error.code == "ABORTED"
+    assert "user stop" in result.error.message
+
+
+async def test_task_cancellation_waits_for_body_and_publishes_result() -> None:
+    registry = ToolRegistry()
+    finished: list[str] = []
+    published: list[str] = []
+
+    async def body(args: Any, ctx: ToolRunContext) -> str:
+        try:
+            await asyncio.sleep(10)
+        finally:
+            await asyncio.sleep(0)  # cleanup that must complete
+            finished.append("cleaned up")
+        return "never"
+
+    registry.register(define_tool(name="t", parameters={"type": "object"},
+                                  output={"schema": {"type": "string"}, "render": lambda a, v: v},
+                                  execute=body))
+    registry.on_result(lambda e, r: published.append(r.error.code if r.error else "ok"))
+    task = asyncio.create_task(registry.execute(call("t", {})))
+    await asyncio.sleep(0.01)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert finished == ["cleaned up"]
+    assert published == ["ABORTED"]
+
+
+async def test_timeout_wrapper() -> None:
+    registry = ToolRegistry()
+
+    async def slow(args: Any, ctx: ToolRunContext) -> str:
+        await ctx.signal.wait()
+        return "stopped"
+
+    registry.register(define_tool(name="slow", parameters={"type": "object"},
+                                  output={"schema": {"type": "string"}, "render": lambda a, v: v},
+                                  execute=slow, timeout_ms=20))
+    # declarative until the wrapper is installed
+    controller = AbortController()
+    asyncio.get_running_loop().call_later(0.1, controller.abort, "test over")
+    unenforced = await registry.execute(call("slow", {}, signal=controller.signal))
+    assert unenforced.error is not None and unenforced.error.code == "ABORTED"
+    registry.on_execute(enforce_timeouts())
+    result = await registry.execute(call("slow", {}))
+    assert result.error is not None and result.error.code == "TOOL_TIMEOUT"
+
+
+async def test_wrapper_may_replace_signal_but_caller_stays_fused() -> None:
+    registry = ToolRegistry()
+    seen: list[Any] = []
+
+    async def body(args: Any, ctx: ToolRunContext) -> str:
+        seen.append(ctx.signal)
+        await ctx.signal.wait()
+        return "x"
+
+    registry.register(define_tool(name="t", parameters={"type": "object"},
+                                  output={"schema": {"type": "string"}, "render": lambda a, v: v},
+                                  execute=body))
+    substitute = AbortController()
+
+    async def around(execution: ToolExecution, call_next: Any) -> Any:
+        return await call_next(signal=substitute.signal)
+
+    registry.on_execute(around)
+    caller = AbortController()
+    asyncio.get_running_loop().call_later(0.01, caller.abort, "caller")
+    result = await registry.execute(call("t", {}, signal=caller.signal))
+    assert seen[0] is not caller.signal and seen[0].reason == "caller"
+    assert result.error is not None and result.error.code == "ABORTED"
+
+
+async def test_wrapper_authored_success_is_normalised() -> None:
+    registry = ToolRegistry()
+    registry.register(echo_tool())
+    from dsh_jupyter import ToolSuccess
+
+    async def cache(execution: ToolExecution, call_next: Any) -> Any:
+        return ToolSuccess(value=123, content=({"type": "text", "text": "cached"},))
+
+    registry.on_execute(cache)
+    result = await registry.execute(call())
+    assert result.error is not None and result.error.code == "INVALID_TOOL_OUTPUT"
+
+
+async def test_execution_mode_classifier() -> None:
+    registry = ToolRegistry()
+    registry.register(echo_tool(is_concurrency_safe=lambda args: args.get("text") == "safe"))
+
+    @registry.tool(is_concurrency_safe=lambda args: "yes")  # truthy is not True
+    async def other() -> str:
+        return ""
+
+    assert registry.execution_mode(call(args={"text": "safe"})) == "parallel"
+    assert registry.execution_mode(call(args={"text": "x"})) == "exclusive"
+    assert registry.execution_mode(call(args={"text": 1})) == "exclusive"  # invalid
+    assert registry.execution_mode(call("other", {})) == "exclusive"
+    assert registry.execution_mode(call("missing", {})) == "exclusive"
