@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Literal
 from ..errors import RegistrationError
 from ..events import EventSink, SessionEvent
 from ..json_value import JsonObject, NotJsonError, snapshot_json, thaw
+from .code_mode import run_code_definition
 from .definition import ToolDefinition
 from .execution import ToolCall
 from .pipeline import execute
@@ -21,8 +22,9 @@ from .policy import (
     PreExecuteHook,
     ResultObserver,
 )
+from .prompt import PromptAssembly, assemble
 from .results import ToolResult
-from .scope import MODES, AgentScope, Layer, PresentationMode, Undo
+from .scope import MODES, RESERVED_NAME, AgentScope, Layer, PresentationMode, Undo
 
 if TYPE_CHECKING:
     from ..runtime import CodeRuntime
@@ -95,6 +97,7 @@ class ToolRegistry(Layer):
         self._hook_cache: dict[AgentScope | None, tuple[int, HookChain]] = {}
         self._change_listeners: list[Callable[[RegistryChange], None]] = []
         self._event_sinks: list[EventSink] = []
+        self._run_code = run_code_definition(self)
 
     def __repr__(self) -> str:
         return (f"<ToolRegistry mode={self.mode!r} tools={len(self._tools)} "
@@ -154,9 +157,26 @@ class ToolRegistry(Layer):
         return set(self._visible(scope.parent))
 
     def get(self, name: str, scope: AgentScope | None = None) -> ToolDefinition | None:
-        """The definition ``scope`` resolves ``name`` to (shadowing and masks applied)."""
+        """The definition ``scope`` resolves ``name`` to (shadowing and masks applied;
+        ``run_code`` under a code mode)."""
         self._check_scope(scope)
+        if name == RESERVED_NAME:
+            return self._run_code if self.mode_for(scope) != "native" else None
         return self._visible(scope).get(name)
+
+    def mode_for(self, scope: AgentScope | None = None) -> PresentationMode:
+        """The presentation for ``scope``: the nearest ``present_as`` on its chain,
+        else the registry's ``mode``."""
+        while scope is not None:
+            if scope._mode is not None:
+                return scope._mode
+            scope = scope.parent
+        return self.mode
+
+    def prompt(self, scope: AgentScope | None = None) -> PromptAssembly:
+        """The wire tool list and prompt sections a model request needs for ``scope``."""
+        self._check_scope(scope)
+        return assemble(self, scope)
 
     def schemas(self, scope: AgentScope | None = None) -> list[JsonObject]:
         """Detached ``{name, description, parameters}`` of every visible tool, by name."""
@@ -168,7 +188,7 @@ class ToolRegistry(Layer):
     def execution_mode(self, call: ToolCall) -> ExecutionMode:
         """``"parallel"`` only when the visible definition's classifier returns
         exactly ``True`` for these arguments; anything else is ``"exclusive"``."""
-        definition = self._visible(call.agent).get(call.name)
+        definition = self.get(call.name, call.agent)
         if definition is None or definition.is_concurrency_safe is None:
             return "exclusive"
         try:
@@ -209,9 +229,22 @@ class ToolRegistry(Layer):
         return await execute(self, call)
 
     def resolve(self, call: ToolCall) -> ToolDefinition | str:
-        """The definition ``call`` runs, or the UNKNOWN_TOOL message explaining why none."""
+        """The definition ``call`` runs, or the UNKNOWN_TOOL message explaining why none.
+
+        Under ``code`` a model-direct call (no parent) to any tool but ``run_code``
+        resolves to UNKNOWN_TOOL before any policy sees it; SDK sub-calls are exempt.
+        """
+        mode = self.mode_for(call.agent)
+        if call.name == RESERVED_NAME:
+            if mode != "native":
+                return self._run_code
+            return (f"{RESERVED_NAME!r} is not available: this agent's tools are presented "
+                    "natively (mode 'native'); call the tools directly")
         definition = self._visible(call.agent).get(call.name)
         if definition is not None:
+            if mode == "code" and call.parent is None:
+                return (f"only `{RESERVED_NAME}` is callable directly — call `{call.name}` "
+                        f"from inside a `{RESERVED_NAME}` program instead")
             return definition
         known = sorted(self._visible(call.agent))
         shown = ", ".join(known[:30]) + (f", ... ({len(known)} in all)" if len(known) > 30 else "")

@@ -1,0 +1,254 @@
+"""The dispatch bridge: every ``await tools.x(args)`` of a run_code program
+re-enters the full pipeline as a sub-call.
+
+Scheduling, per run:
+
+- each call's arguments are snapshotted as lossless JSON (a bad value rejects
+  that one call and consumes no id); ids are ``<call_id>:code:<n>`` in
+  submission order;
+- calls start in submission order; consecutive concurrency-safe calls overlap up
+  to ``max_parallel_sub_calls``; an exclusive call waits for the pool to drain,
+  runs alone, and holds later calls until it has finished;
+- pre-execute stages (with guards and approvals) of sub-calls never overlap;
+  post-execute stages and context deferral run in submission order;
+- every started call emits ``tool/code-dispatch-start`` and exactly one
+  ``tool/code-dispatch``; calls abandoned in the queue emit neither.
+
+Settlement: when the run ends for any reason the run signal aborts ("run_code
+settled"), queued calls are abandoned, in-flight ones are awaited, and every
+event has landed before :meth:`DispatchBridge.settle` returns.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections import deque
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from ..abort import AbortController, AbortSignal
+from ..events import CodeDispatchEvent, CodeDispatchStartEvent
+from ..json_value import JsonObject, JsonValue, NotJsonError, snapshot_json
+from ..runtime import Binding, BindingError
+from .execution import ToolCall, ToolRunContext
+from .pipeline import execute
+from .results import ToolResult
+
+if TYPE_CHECKING:
+    from .registry import ToolRegistry
+
+SETTLED_REASON = "run_code settled"
+
+
+@dataclass(eq=False, slots=True)
+class _SubCall:
+    number: int
+    call_id: str
+    name: str
+    arguments: JsonObject
+    parallel: bool
+    future: asyncio.Future[JsonValue]
+    previous_done: asyncio.Event | None = None
+    done: asyncio.Event = field(default_factory=asyncio.Event)
+
+
+class _Gate:
+    """Orders one sub-call's policy stages against its siblings."""
+
+    __slots__ = ("_bridge", "_call")
+
+    def __init__(self, bridge: DispatchBridge, call: _SubCall) -> None:
+        self._bridge = bridge
+        self._call = call
+
+    @asynccontextmanager
+    async def pre(self) -> AsyncIterator[None]:
+        async with self._bridge._pre_lock:
+            yield
+
+    @asynccontextmanager
+    async def post(self) -> AsyncIterator[None]:
+        if self._call.previous_done is not None:
+            await self._call.previous_done.wait()
+        yield
+
+
+class DispatchBridge:
+    """Turns binding calls of one run into scheduled sub-calls of the registry."""
+
+    def __init__(self, registry: ToolRegistry, ctx: ToolRunContext) -> None:
+        self._registry = registry
+        self._ctx = ctx
+        self._limit = registry.max_parallel_sub_calls
+        self._run = AbortController()
+        self._undo_follow = ctx.signal.add_listener(self._run.abort)
+        self._queue: deque[_SubCall] = deque()
+        self._running: set[_SubCall] = set()
+        self._exclusive = False
+        self._pre_lock = asyncio.Lock()
+        self._last_done: asyncio.Event | None = None
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._count = 0
+        self._settled = False
+        root = ctx.execution
+        self._root_call_id = root.call_id
+
+    @property
+    def signal(self) -> AbortSignal:
+        """The run signal: follows the outer call's signal, fires at settlement."""
+        return self._run.signal
+
+    def bindings(self, names: list[str]) -> dict[str, Binding]:
+        return {name: self._binding(name) for name in names}
+
+    def _binding(self, name: str) -> Binding:
+        async def call_tool(arguments: JsonValue) -> JsonValue:
+            return await self._submit(name, arguments)
+
+        call_tool.__name__ = name
+        return call_tool
+
+    async def _submit(self, name: str, arguments: object) -> JsonValue:
+        if self._settled:
+            raise BindingError(f"{name}: the run has settled; no more tool calls are accepted")
+        try:
+            args = snapshot_json(arguments)
+        except NotJsonError as exc:
+            raise BindingError(f"{name}: arguments are not lossless JSON: {exc}") from None
+        if not isinstance(args, dict):
+            raise BindingError(f"{name}: arguments must be a dict (a JSON object), "
+                               f"got {type(args).__name__}")
+        self._count += 1
+        ctx = self._ctx
+        call_id = f"{ctx.call_id}:code:{self._count}"
+        mode = self._registry.execution_mode(ToolCall(call_id=call_id, name=name,
+                                                      arguments=args, agent=ctx.agent))
+        sub = _SubCall(number=self._count, call_id=call_id, name=name, arguments=args,
+                       parallel=mode == "parallel",
+                       future=asyncio.get_running_loop().create_future())
+        sub.future.add_done_callback(_retrieve)
+        self._queue.append(sub)
+        self._pump()
+        return await asyncio.shield(sub.future)
+
+    def _pump(self) -> None:
+        # Once the run signal fires (outer abort or settlement) nothing new starts.
+        while self._queue and not self._exclusive and not self._run.signal.aborted:
+            head = self._queue[0]
+            if head.parallel:
+                if len(self._running) >= self._limit:
+                    return
+            elif self._running:
+                return
+            else:
+                self._exclusive = True
+            self._queue.popleft()
+            self._start(head)
+
+    def _start(self, sub: _SubCall) -> None:
+        sub.previous_done = self._last_done
+        self._last_done = sub.done
+        self._running.add(sub)
+        task = asyncio.get_running_loop().create_task(self._run_one(sub))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _run_one(self, sub: _SubCall) -> None:
+        ctx = self._ctx
+        agent = ctx.agent.name if ctx.agent is not None else None
+        started = time.time()
+        self._registry.emit(CodeDispatchStartEvent(
+            kind="tool/code-dispatch-start", root_call_id=self._root_call_id,
+            parent_call_id=ctx.call_id, call_id=sub.call_id, name=sub.name,
+            arguments=sub.arguments, agent=agent, time=started))
+        result: ToolResult | None = None
+        try:
+            result = await execute(self._registry, ToolCall(
+                call_id=sub.call_id, name=sub.name, arguments=sub.arguments,
+                signal=self._run.signal, agent=ctx.agent, parent=ctx.token),
+                gate=_Gate(self, sub))
+        finally:
+            if sub.previous_done is not None:
+                await _wait_uncancellable(sub.previous_done)
+            if result is not None:
+                for context in result.additional_contexts:
+                    ctx.defer_context(context)
+            self._emit_settled(sub, result, started, agent)
+            sub.done.set()
+            self._running.discard(sub)
+            if not sub.parallel:
+                self._exclusive = False
+            if not sub.future.done():
+                if result is None:
+                    sub.future.set_exception(BindingError(f"{sub.name}: the call was cancelled"))
+                elif result.is_error:
+                    assert result.error is not None
+                    sub.future.set_exception(BindingError(result.error.message))
+                else:
+                    sub.future.set_result(result.value)
+            self._pump()
+
+    def _emit_settled(self, sub: _SubCall, result: ToolResult | None, started: float,
+                      agent: str | None) -> None:
+        event = CodeDispatchEvent(
+            kind="tool/code-dispatch", root_call_id=self._root_call_id,
+            parent_call_id=self._ctx.call_id, call_id=sub.call_id, name=sub.name,
+            arguments=sub.arguments, agent=agent,
+            is_error=result is None or result.is_error,
+            content=[dict(b) for b in result.content] if result is not None
+            else [{"type": "text", "text": "Error: the call was cancelled"}],
+            started=started, ended=time.time())
+        if result is not None and result.error is not None:
+            event["error"] = {"message": result.error.message, "code": result.error.code}
+        elif result is None:
+            event["error"] = {"message": "the call was cancelled", "code": "ABORTED"}
+        self._registry.emit(event)
+
+    async def settle(self) -> None:
+        """Abort the run signal, abandon queued calls, await in-flight ones."""
+        self._settled = True
+        self._run.abort(SETTLED_REASON)
+        while self._queue:
+            abandoned = self._queue.popleft()
+            abandoned.future.set_exception(BindingError(
+                f"{abandoned.name}: the run settled before this call started"))
+        cancelled = False
+        while self._tasks:
+            cancelled |= await _wait_uncancellable_tasks(set(self._tasks))
+        self._undo_follow()
+        if cancelled:
+            raise asyncio.CancelledError
+
+    @property
+    def started_calls(self) -> int:
+        return self._count
+
+
+async def _wait_uncancellable(event: asyncio.Event) -> None:
+    while not event.is_set():
+        try:
+            await asyncio.shield(event.wait())
+        except asyncio.CancelledError:
+            continue
+
+
+async def _wait_uncancellable_tasks(tasks: set[asyncio.Task[None]]) -> bool:
+    """Wait for ``tasks`` even if we are cancelled meanwhile; True if we were."""
+    gathered = asyncio.gather(*tasks, return_exceptions=True)
+    cancelled = False
+    while not gathered.done():
+        try:
+            await asyncio.shield(gathered)
+        except asyncio.CancelledError:
+            cancelled = True
+    return cancelled
+
+
+def _retrieve(future: asyncio.Future[JsonValue]) -> None:
+    # The program may never await a call (it ended, or fired and forgot it):
+    # mark the error as seen so asyncio does not log it.
+    if not future.cancelled():
+        future.exception()

@@ -1,0 +1,145 @@
+"""Code Mode: the reserved ``run_code`` transport and how its outcome is rendered.
+
+``run_code {code, description}`` runs a model-written program through the
+registry's code runtime; the program's ``await tools.x(args)`` calls re-enter the
+pipeline through :class:`~dsh_jupyter.registry.bridge.DispatchBridge`. Only what
+the program prints or returns comes back: the value is ``{logs, result?}`` and
+the content is the logs joined by newlines, then the rendered result.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import TYPE_CHECKING, Any, cast
+
+from ..errors import CodeModeError, CodeRunFailedError, ToolAbortedError
+from ..json_value import JsonObject, JsonValue, dump_json, snapshot_json
+from ..runtime import CodeRunResult
+from .bridge import DispatchBridge
+from .definition import ToolDefinition, ToolOutput
+from .execution import ToolRunContext
+from .presentation import GenericCallView
+from .results import Content, text_content
+from .schema import compile_schema
+from .scope import RESERVED_NAME
+
+if TYPE_CHECKING:
+    from .registry import ToolRegistry
+
+NO_OUTPUT = "(run_code completed with no output)"
+
+RUN_CODE_DESCRIPTION = (
+    "Run a Python program that calls the tools through the `tools` SDK described in the "
+    "system prompt. Only what the program prints or returns comes back."
+)
+
+RUN_CODE_PARAMETERS: JsonObject = cast(JsonObject, snapshot_json({
+    "type": "object",
+    "properties": {
+        "code": {"type": "string",
+                 "description": "The body of an async Python function: top-level `await` "
+                                "and `return` work; call tools as `await tools.name({...})`."},
+        "description": {"type": "string",
+                        "description": "A short summary of what the program does."},
+    },
+    "required": ["code", "description"],
+    "additionalProperties": False,
+}))
+
+RUN_CODE_OUTPUT: JsonObject = cast(JsonObject, snapshot_json({
+    "type": "object",
+    "properties": {"logs": {"type": "array", "items": {"type": "string"}}, "result": {}},
+    "required": ["logs"],
+    "additionalProperties": False,
+}))
+
+
+def render_result_value(value: JsonValue) -> str:
+    """Strings raw; other JSON pretty-printed (2-space indent, containers nested five
+    or more levels deep compact); ``null`` explicit."""
+    if isinstance(value, str):
+        return value
+    return dump_json(value, indent=2, compact_depth=5)
+
+
+def render_run_code(_args: JsonValue, value: JsonValue) -> Content:
+    assert isinstance(value, dict)
+    logs = cast(list[str], value.get("logs") or [])
+    parts = list(logs)
+    if "result" in value:
+        parts.append(render_result_value(value["result"]))
+    text = "\n".join(parts)
+    return text_content(text if text else NO_OUTPUT)
+
+
+def failure_message(result: CodeRunResult) -> str:
+    assert result.failure is not None
+    message = f"code run failed ({result.failure.kind}): {result.failure.message}"
+    if result.logs:
+        message += "\nCaptured output:\n" + "\n".join(result.logs)
+    return message
+
+
+def present_run_code(args: JsonValue) -> GenericCallView:
+    args_dict = args if isinstance(args, dict) else {}
+    description = args_dict.get("description")
+    code = args_dict.get("code")
+    return GenericCallView(title=str(description) if description else "Run code",
+                           kind="execute", raw_input=code if isinstance(code, str) else None)
+
+
+def run_code_definition(registry: ToolRegistry) -> ToolDefinition:
+    """The transport tool, bound to ``registry`` (built once per registry)."""
+
+    async def run_code(args: Any, ctx: ToolRunContext) -> JsonValue:
+        return await _run_program(registry, str(args["code"]), ctx)
+
+    def parse(args: JsonObject) -> JsonObject:
+        description = args.get("description")
+        if isinstance(description, str) and not description.strip():
+            from ..errors import ToolArgsError
+
+            raise ToolArgsError('"description" must not be blank: say what the program does',
+                                ['"description" must not be blank'])
+        return args
+
+    return ToolDefinition(
+        name=RESERVED_NAME, description=RUN_CODE_DESCRIPTION, parameters=RUN_CODE_PARAMETERS,
+        output=ToolOutput(schema=RUN_CODE_OUTPUT, render=render_run_code),
+        execute=run_code, validator=compile_schema(RUN_CODE_PARAMETERS), parse_args=parse,
+        output_validator=compile_schema(RUN_CODE_OUTPUT), present_call=present_run_code)
+
+
+async def _run_program(registry: ToolRegistry, program: str, ctx: ToolRunContext) -> JsonValue:
+    runtime = registry.code_runtime
+    if runtime is None:
+        raise CodeModeError("run_code needs a code runtime: create the registry with "
+                            "ToolRegistry(code_runtime=KernelRuntime(), ...)")
+    bridge = DispatchBridge(registry, ctx)
+    names = sorted(n for n in registry._visible(ctx.agent) if n != RESERVED_NAME)
+    try:
+        result = await runtime.run(program, bridge.bindings(names), bridge.signal)
+    finally:
+        # Settle even when our own task is cancelled: no sub-call may outlive the run.
+        settle = asyncio.ensure_future(bridge.settle())
+        await _finish(settle)
+    if result.failure is not None:
+        if ctx.signal.aborted and result.failure.kind == "abort":
+            raise ToolAbortedError(f"run_code aborted: {ctx.signal.reason}")
+        raise CodeRunFailedError(failure_message(result))
+    value: dict[str, JsonValue] = {"logs": list(result.logs)}
+    if result.value is not None:
+        value["result"] = result.value
+    return value
+
+
+async def _finish(task: asyncio.Future[None]) -> None:
+    cancelled = False
+    while not task.done():
+        try:
+            await asyncio.shield(task)
+        except asyncio.CancelledError:
+            cancelled = True
+    task.result()
+    if cancelled:
+        raise asyncio.CancelledError

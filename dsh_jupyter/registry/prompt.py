@@ -1,0 +1,103 @@
+"""Prompt assembly: what a model request needs for one scope.
+
+- ``native``: the wire tools are every visible schema; no Code Mode sections.
+- ``code``: the wire tools are exactly ``[run_code]``; section ``tools:code-only``
+  (order 99) says only ``run_code`` may be called directly, and ``tools:sdk``
+  (order 150) carries the usage instructions and the generated SDK.
+- ``both``: every visible schema, then ``run_code``; ``tools:code-only`` is empty.
+
+Code modes need a code runtime whose language has an SDK renderer; otherwise
+assembly fails loudly with :class:`~dsh_jupyter.errors.CodeModeError`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from ..errors import CodeModeError
+from ..json_value import JsonObject, thaw
+from .code_mode import RUN_CODE_DESCRIPTION, RUN_CODE_PARAMETERS
+from .scope import RESERVED_NAME, AgentScope, PresentationMode
+from .sdk_python import SdkTool, python_sdk_instructions, render_python_sdk
+
+if TYPE_CHECKING:
+    from .registry import ToolRegistry
+
+SdkRenderer = Callable[[Iterable[SdkTool]], str]
+SDK_RENDERERS: dict[str, tuple[Callable[[], str], SdkRenderer]] = {
+    "python": (python_sdk_instructions, render_python_sdk),
+}
+
+CODE_ONLY_RULE = (
+    "Only `run_code` may be called directly. Every other tool is reachable only from "
+    "inside a `run_code` program, through the `tools` SDK described below."
+)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PromptSection:
+    id: str
+    order: int
+    text: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PromptAssembly:
+    """The wire tool list (``{name, description, parameters}`` dicts, detached) and
+    the ordered prompt sections for one scope."""
+
+    mode: PresentationMode
+    tools: list[JsonObject]
+    sections: tuple[PromptSection, ...]
+
+    @property
+    def system_text(self) -> str:
+        """The non-empty sections joined, in order."""
+        return "\n\n".join(s.text for s in self.sections if s.text)
+
+    def section(self, section_id: str) -> PromptSection | None:
+        return next((s for s in self.sections if s.id == section_id), None)
+
+
+def run_code_schema() -> JsonObject:
+    return {"name": RESERVED_NAME, "description": RUN_CODE_DESCRIPTION,
+            "parameters": thaw(RUN_CODE_PARAMETERS)}
+
+
+def assemble(registry: ToolRegistry, scope: AgentScope | None) -> PromptAssembly:
+    mode = registry.mode_for(scope)
+    schemas = registry.schemas(scope)
+    if mode == "native":
+        return PromptAssembly(mode=mode, tools=schemas, sections=())
+    sdk = sdk_section(registry, scope)
+    rule = PromptSection(id="tools:code-only", order=99,
+                         text=CODE_ONLY_RULE if mode == "code" else "")
+    tools = [run_code_schema()] if mode == "code" else [*schemas, run_code_schema()]
+    return PromptAssembly(mode=mode, tools=tools,
+                          sections=tuple(sorted((rule, sdk), key=lambda s: s.order)))
+
+
+def sdk_section(registry: ToolRegistry, scope: AgentScope | None) -> PromptSection:
+    """The ``tools:sdk`` section: instructions plus the SDK for the scope's tools."""
+    instructions, render = renderer_for(registry)
+    tools = [SdkTool(name=d.name, description=d.description, parameters=d.parameters,
+                     output=d.output.schema)
+             for name, d in sorted(registry._visible(scope).items()) if name != RESERVED_NAME]
+    text = f"{instructions()}\n\n```python\n{render(tools)}```"
+    return PromptSection(id="tools:sdk", order=150, text=text)
+
+
+def renderer_for(registry: ToolRegistry) -> tuple[Callable[[], str], SdkRenderer]:
+    runtime = registry.code_runtime
+    if runtime is None:
+        raise CodeModeError(
+            "Code Mode needs a code runtime: ToolRegistry(code_runtime=KernelRuntime(), ...) "
+            "(from dsh_jupyter.kernel), or use mode='native'")
+    language = runtime.language
+    if language not in SDK_RENDERERS:
+        raise CodeModeError(
+            f"the code runtime's language {language!r} has no SDK renderer; "
+            f"available: {', '.join(sorted(SDK_RENDERERS))}")
+    return SDK_RENDERERS[language]

@@ -1,0 +1,450 @@
+"""Code Mode above the runtime seam: modes, prompt assembly, collapse, run_code,
+scheduling, events and rendering (with the in-process test runtime)."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+
+from dsh_jupyter import (
+    AbortController,
+    Accept,
+    AdditionalContext,
+    CodeModeError,
+    Deny,
+    ToolCall,
+    ToolExecution,
+    ToolRegistry,
+    ToolRunContext,
+    define_tool,
+)
+from dsh_jupyter.testing import InProcessRuntime
+
+
+class Probe:
+    """Records how many bodies run at once and the order they start and finish."""
+
+    def __init__(self) -> None:
+        self.active = 0
+        self.peak = 0
+        self.events: list[str] = []
+
+    def tool(self, name: str, *, safe: bool, delay: float = 0.01) -> Any:
+        async def body(args: Any, ctx: ToolRunContext) -> Any:
+            self.active += 1
+            self.peak = max(self.peak, self.active)
+            self.events.append(f"start {name}{args.get('i', '')}")
+            try:
+                await asyncio.sleep(args.get("delay", delay))
+            finally:
+                self.active -= 1
+            self.events.append(f"end {name}{args.get('i', '')}")
+            return {"name": name, "i": args.get("i")}
+
+        return define_tool(name=name, parameters={"type": "object"},
+                           output={"schema": {"type": "object"}, "render": lambda a, v: str(v)},
+                           execute=body, is_concurrency_safe=(lambda a: True) if safe else None)
+
+
+def code_registry(**kw: Any) -> ToolRegistry:
+    return ToolRegistry(mode=kw.pop("mode", "code"), code_runtime=InProcessRuntime(), **kw)
+
+
+async def run(registry: ToolRegistry, code: str, **kw: Any) -> Any:
+    return await registry.execute(ToolCall(call_id=kw.pop("call_id", "r1"), name="run_code",
+                                           arguments={"code": code, "description": "test"},
+                                           **kw))
+
+
+def echo() -> Any:
+    return define_tool(name="echo", description="Echo text.",
+                       parameters={"type": "object", "properties": {"text": {"type": "string"}},
+                                   "required": ["text"]},
+                       output={"schema": {"type": "string"}, "render": lambda a, v: v},
+                       execute=lambda args, ctx: args["text"])
+
+
+# --- modes and prompt assembly --------------------------------------------------------
+
+
+def test_mode_contributions_and_sections() -> None:
+    native = ToolRegistry(code_runtime=InProcessRuntime())
+    native.register(echo())
+    prompt = native.prompt()
+    assert [t["name"] for t in prompt.tools] == ["echo"] and prompt.sections == ()
+
+    code = code_registry()
+    code.register(echo())
+    prompt = code.prompt()
+    assert [t["name"] for t in prompt.tools] == ["run_code"]
+    assert [(s.id, s.order) for s in prompt.sections] == [("tools:code-only", 99),
+                                                           ("tools:sdk", 150)]
+    rule = prompt.section("tools:code-only")
+    assert rule is not None and "Only `run_code`" in rule.text
+    sdk = prompt.section("tools:sdk")
+    assert sdk is not None and "async def echo(self, args: EchoArgs) -> EchoOutput" in sdk.text
+    assert prompt.tools[0]["parameters"]["required"] == ["code", "description"]
+
+    both = code_registry(mode="both")
+    both.register(echo())
+    prompt = both.prompt()
+    assert [t["name"] for t in prompt.tools] == ["echo", "run_code"]
+    rule = prompt.section("tools:code-only")
+    assert rule is not None and rule.text == ""
+    assert [s["name"] for s in both.schemas()] == ["echo"]  # the catalog is unchanged
+
+
+def test_present_as_nearest_declaration_wins() -> None:
+    registry = ToolRegistry(code_runtime=InProcessRuntime())
+    registry.register(echo())
+    parent = registry.scope("parent")
+    child = registry.scope("child", parent=parent)
+    parent.present_as("code")
+    assert registry.mode_for(child) == "code"
+    child.present_as("both")
+    assert registry.mode_for(child) == "both"
+    assert registry.mode_for(None) == "native"
+    assert [t["name"] for t in registry.prompt(child).tools] == ["echo", "run_code"]
+
+
+def test_code_mode_without_runtime_fails_loudly() -> None:
+    registry = ToolRegistry(mode="code")
+    with pytest.raises(CodeModeError, match="needs a code runtime"):
+        registry.prompt()
+
+    class Lisp(InProcessRuntime):
+        language = "lisp"
+
+    registry = ToolRegistry(mode="code", code_runtime=Lisp())
+    with pytest.raises(CodeModeError, match="no SDK renderer"):
+        registry.prompt()
+
+
+def test_sdk_section_is_deterministic() -> None:
+    first, second = code_registry(), code_registry()
+    tools = [echo(), define_tool(name="zeta", parameters={"type": "object"},
+                                 output={"schema": {"type": "string"}, "render": lambda a, v: v},
+                                 execute=lambda a, c: "")]
+    for t in tools:
+        first.register(t)
+    for t in reversed(tools):
+        second.register(t)
+    assert first.prompt().system_text == second.prompt().system_text
+
+
+# --- collapse ------------------------------------------------------------------------------
+
+
+async def test_code_mode_collapses_direct_calls_before_policy() -> None:
+    registry = code_registry()
+    registry.register(echo())
+    seen: list[str] = []
+    registry.on_pre_execute(lambda e, d: seen.append(e.name))
+    result = await registry.execute(ToolCall(call_id="c1", name="echo",
+                                             arguments={"text": "x"}))
+    assert result.error is not None and result.error.code == "UNKNOWN_TOOL"
+    assert "only `run_code` is callable directly" in result.error.message
+    assert "call `echo` from inside a `run_code` program" in result.error.message
+    assert seen == []
+    # SDK sub-calls carry a parent token and are exempt
+    ok = await run(registry, "return await tools.echo({'text': 'via sdk'})")
+    assert not ok.is_error and ok.value == {"logs": [], "result": "via sdk"}
+    assert seen == ["run_code", "echo"]
+
+
+async def test_both_mode_executes_native_calls() -> None:
+    registry = code_registry(mode="both")
+    registry.register(echo())
+    result = await registry.execute(ToolCall(call_id="c1", name="echo",
+                                             arguments={"text": "x"}))
+    assert result.value == "x"
+
+
+async def test_run_code_is_unknown_under_native() -> None:
+    registry = ToolRegistry(code_runtime=InProcessRuntime())
+    result = await run(registry, "return 1")
+    assert result.error is not None and result.error.code == "UNKNOWN_TOOL"
+
+
+@pytest.mark.parametrize("arguments", [{"code": "return 1"}, {"code": "return 1",
+                                                                  "description": "  "},
+                                        {"code": 1, "description": "d"}])
+async def test_run_code_arguments_are_validated(arguments: dict[str, Any]) -> None:
+    registry = code_registry()
+    result = await registry.execute(ToolCall(call_id="c", name="run_code", arguments=arguments))
+    assert result.error is not None and result.error.code == "INVALID_ARGS"
+
+
+def test_run_code_call_card() -> None:
+    registry = code_registry()
+    definition = registry.get("run_code")
+    assert definition is not None and definition.present_call is not None
+    view = definition.present_call({"code": "print(1)", "description": "Print one"})
+    assert view is not None and view.title == "Print one"
+    assert view.kind == "execute" and view.raw_input == "print(1)"  # type: ignore[union-attr]
+
+
+# --- scheduling ----------------------------------------------------------------------------
+
+
+async def test_parallel_calls_overlap_up_to_the_limit() -> None:
+    probe = Probe()
+    registry = code_registry(max_parallel_sub_calls=3)
+    registry.register(probe.tool("safe", safe=True))
+    result = await run(registry, "await asyncio.gather(*(tools.safe({'i': i}) "
+                                 "for i in range(7)))")
+    assert not result.is_error, result
+    assert probe.peak == 3
+    starts = [e for e in probe.events if e.startswith("start")]
+    assert starts == [f"start safe{i}" for i in range(7)]  # submission order
+
+
+async def test_limit_of_one_restores_serial_dispatch() -> None:
+    probe = Probe()
+    registry = code_registry(max_parallel_sub_calls=1)
+    registry.register(probe.tool("safe", safe=True))
+    await run(registry, "await asyncio.gather(*(tools.safe({'i': i}) for i in range(4)))")
+    assert probe.peak == 1
+
+
+async def test_exclusive_call_is_a_barrier() -> None:
+    probe = Probe()
+    registry = code_registry()
+    registry.register(probe.tool("safe", safe=True))
+    registry.register(probe.tool("write", safe=False))
+    code = """
+await asyncio.gather(tools.safe({'i': 1}), tools.safe({'i': 2}), tools.write({'i': 3}),
+                     tools.safe({'i': 4}), tools.safe({'i': 5}))
+"""
+    result = await run(registry, code)
+    assert not result.is_error, result
+    events = probe.events
+    write_start, write_end = events.index("start write3"), events.index("end write3")
+    # the pool drained before the exclusive call, and later calls waited for it
+    assert {"end safe1", "end safe2"} <= set(events[:write_start])
+    assert events[write_start + 1] == "end write3"
+    assert {"start safe4", "start safe5"} <= set(events[write_end:])
+
+
+async def test_pre_execute_stages_never_overlap_and_post_runs_in_order() -> None:
+    registry = code_registry()
+    registry.register(Probe().tool("safe", safe=True))
+    active = {"pre": 0, "peak": 0}
+    post_order: list[int] = []
+
+    async def pre(execution: ToolExecution, decision: Any) -> None:
+        if execution.name == "run_code":
+            return
+        active["pre"] += 1
+        active["peak"] = max(active["peak"], active["pre"])
+        await asyncio.sleep(0.005)
+        active["pre"] -= 1
+
+    async def post(execution: ToolExecution, result: Any) -> None:
+        if execution.name != "run_code":
+            post_order.append(execution.arguments["i"])  # type: ignore[arg-type]
+
+    registry.on_pre_execute(pre)
+    registry.on_post_execute(post)
+    # later calls finish first: delays shrink with i
+    code = ("await asyncio.gather(*(tools.safe({'i': i, 'delay': 0.05 - i * 0.01}) "
+            "for i in range(5)))")
+    result = await run(registry, code)
+    assert not result.is_error, result
+    assert active["peak"] == 1
+    assert post_order == [0, 1, 2, 3, 4]
+
+
+# --- results, failures, events ---------------------------------------------------------------
+
+
+async def test_tool_failure_raises_tool_call_error_in_the_program() -> None:
+    registry = code_registry()
+    registry.register(echo())
+    registry.on_pre_execute(lambda e, d: Deny("no echo today") if e.name == "echo" else None)
+    code = """
+try:
+    await tools.echo({'text': 'x'})
+except ToolCallError as exc:
+    return [exc.tool_name, str(exc)]
+"""
+    result = await run(registry, code)
+    assert result.value == {"logs": [], "result": ["echo", "no echo today"]}
+
+
+async def test_bad_arguments_reject_one_call_and_consume_no_id() -> None:
+    registry = code_registry()
+    registry.register(echo())
+    ids: list[str] = []
+    registry.on_event(lambda e: ids.append(e["call_id"]) if e["kind"] ==
+                      "tool/code-dispatch-start" else None)
+    code = """
+try:
+    await tools.echo({'text': float('nan')})
+except ToolCallError as exc:
+    print('rejected:', exc)
+return await tools.echo({'text': 'ok'})
+"""
+    result = await run(registry, code, call_id="run7")
+    assert not result.is_error, result
+    assert ids == ["run7:code:1"]
+    assert "not lossless JSON" in result.value["logs"][0]
+
+
+async def test_events_pair_every_started_call() -> None:
+    registry = code_registry()
+    registry.register(echo())
+    events: list[dict[str, Any]] = []
+    registry.on_event(lambda e: events.append(dict(e)))
+    code = """
+await tools.echo({'text': 'a'})
+try:
+    await tools.echo({})
+except ToolCallError:
+    pass
+return 'done'
+"""
+    await run(registry, code)
+    kinds = [(e["kind"], e["call_id"]) for e in events]
+    assert kinds == [("tool/call", "r1"),
+                     ("tool/code-dispatch-start", "r1:code:1"),
+                     ("tool/code-dispatch", "r1:code:1"),
+                     ("tool/code-dispatch-start", "r1:code:2"),
+                     ("tool/code-dispatch", "r1:code:2"),
+                     ("tool/result", "r1")]
+    settled = [e for e in events if e["kind"] == "tool/code-dispatch"]
+    assert settled[0]["is_error"] is False and settled[0]["content"][0]["text"] == "a"
+    assert settled[1]["is_error"] is True and settled[1]["error"]["code"] == "INVALID_ARGS"
+    assert all(e["parent_call_id"] == "r1" and e["root_call_id"] == "r1" for e in settled)
+
+
+@pytest.mark.parametrize(
+    ("code", "text"),
+    [
+        ("print('a'); print('b'); return 'raw string'", "a\nb\nraw string"),
+        ("return {'k': [1, 2]}", '{\n  "k": [\n    1,\n    2\n  ]\n}'),
+        ("return {'a': {'b': {'c': {'d': {'e': {'f': 1}}}}}}",
+         '{\n  "a": {\n    "b": {\n      "c": {\n        "d": {\n          "e": {"f": 1}\n'
+         '        }\n      }\n    }\n  }\n}'),
+        ("x = 1", "(run_code completed with no output)"),
+        ("print('partial', end='')", "partial"),
+    ],
+)
+async def test_result_rendering(code: str, text: str) -> None:
+    result = await run(code_registry(), code)
+    assert not result.is_error, result
+    assert result.text == text
+
+
+async def test_failed_run_reports_kind_and_captured_output() -> None:
+    result = await run(code_registry(), "print('before')\nraise ValueError('boom')")
+    assert result.error is not None and result.error.code == "CODE_RUN_FAILED"
+    assert result.error.message.startswith("code run failed (exception): Traceback")
+    assert "ValueError: boom" in result.error.message
+    assert result.error.message.endswith("\nCaptured output:\nbefore")
+    invalid = await run(code_registry(), "return {1, 2}")
+    assert invalid.error is not None
+    assert invalid.error.message.startswith("code run failed (invalid-output)")
+    assert "Captured output" not in invalid.error.message
+
+
+async def test_sub_call_contexts_are_deferred_in_order_and_kept_on_failure() -> None:
+    registry = code_registry()
+    registry.register(Probe().tool("safe", safe=True))
+
+    def post(execution: ToolExecution, result: Any) -> Any:
+        if execution.name == "safe":
+            return Accept(contexts=[AdditionalContext(source="p",
+                                                      text=str(execution.arguments["i"]))])
+        return None
+
+    registry.on_post_execute(post)
+    code = ("await asyncio.gather(*(tools.safe({'i': i, 'delay': 0.03 - i * 0.01}) "
+            "for i in range(3)))\nraise RuntimeError('after')")
+    result = await run(registry, code)
+    assert result.error is not None and result.error.code == "CODE_RUN_FAILED"
+    assert [c.text for c in result.additional_contexts] == ["0", "1", "2"]
+
+
+async def test_outer_abort_aborts_in_flight_and_abandons_queued_calls() -> None:
+    registry = code_registry()
+    seen_signals: list[Any] = []
+
+    async def slow(args: Any, ctx: ToolRunContext) -> str:
+        seen_signals.append(ctx.signal)
+        await ctx.signal.wait()
+        return "stopped"
+
+    registry.register(define_tool(name="slow", parameters={"type": "object"},
+                                  output={"schema": {"type": "string"}, "render": lambda a, v: v},
+                                  execute=slow))
+    events: list[str] = []
+    registry.on_event(lambda e: events.append(f"{e['kind']} {e['call_id']}"))
+    controller = AbortController()
+    asyncio.get_running_loop().call_later(0.05, controller.abort, "user stop")
+    code = "await asyncio.gather(tools.slow({}), tools.slow({}), tools.slow({}))"
+    result = await run(registry, code, signal=controller.signal)
+    assert result.error is not None and result.error.code == "ABORTED"
+    assert len(seen_signals) == 1 and seen_signals[0].aborted
+    # one started sub-call, settled once; the two queued ones left no events
+    assert events == ["tool/call r1", "tool/code-dispatch-start r1:code:1",
+                      "tool/code-dispatch r1:code:1", "tool/result r1"]
+
+
+async def test_settlement_aborts_sub_calls_the_program_did_not_await() -> None:
+    registry = code_registry()
+    finished: list[str] = []
+
+    async def slow(args: Any, ctx: ToolRunContext) -> str:
+        await ctx.signal.wait()
+        finished.append(str(ctx.signal.reason))
+        return "x"
+
+    registry.register(define_tool(name="slow", parameters={"type": "object"},
+                                  output={"schema": {"type": "string"}, "render": lambda a, v: v},
+                                  execute=slow))
+    events: list[str] = []
+    registry.on_event(lambda e: events.append(e["kind"]))
+    code = "asyncio.ensure_future(tools.slow({}))\nawait asyncio.sleep(0.01)\nreturn 'early'"
+    result = await run(registry, code)
+    assert result.value == {"logs": [], "result": "early"}
+    assert finished == ["run_code settled"]
+    assert events[-2:] == ["tool/code-dispatch", "tool/result"]  # landed before return
+
+
+async def test_cancelling_the_outer_task_settles_sub_calls() -> None:
+    registry = code_registry()
+    stopped: list[str] = []
+
+    async def slow(args: Any, ctx: ToolRunContext) -> str:
+        try:
+            await ctx.signal.wait()
+        finally:
+            stopped.append(str(ctx.signal.reason))
+        return "x"
+
+    registry.register(define_tool(name="slow", parameters={"type": "object"},
+                                  output={"schema": {"type": "string"}, "render": lambda a, v: v},
+                                  execute=slow))
+    events: list[str] = []
+    registry.on_event(lambda e: events.append(e["kind"]))
+    task = asyncio.create_task(run(registry, "await tools.slow({})"))
+    await asyncio.sleep(0.02)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert stopped == ["run_code settled"]
+    assert events == ["tool/call", "tool/code-dispatch-start", "tool/code-dispatch",
+                      "tool/result"]
+
+
+async def test_pre_aborted_run_code_never_starts_the_runtime() -> None:
+    runtime = InProcessRuntime()
+    registry = ToolRegistry(mode="code", code_runtime=runtime)
+    controller = AbortController()
+    controller.abort("no")
+    result = await run(registry, "return 1", signal=controller.signal)
+    assert result.error is not None and result.error.code == "ABORTED_BEFORE_DISPATCH"
+    assert runtime.runs == 0

@@ -1,0 +1,499 @@
+"""The Python SDK renderer: goldens, type-checking with mypy, determinism, totality.
+
+Goldens live in ``tests/golden/sdk/<case>.py.txt``; ``DSH_UPDATE_GOLDENS=1``
+rewrites them. ``realistic.tools.json`` there is an input (20 realistic tool
+definitions), shared with ``bench/sdk.py``.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import os
+import random
+import re
+import subprocess
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from dsh_jupyter.registry.sdk_python import (
+    SdkTool,
+    json_schema_to_py,
+    python_sdk_instructions,
+    render_python_sdk,
+)
+
+GOLDEN = Path(__file__).parent / "golden" / "sdk"
+
+
+def realistic_tools() -> list[SdkTool]:
+    data = json.loads((GOLDEN / "realistic.tools.json").read_text(encoding="utf-8"))
+    return [SdkTool(**tool) for tool in data]
+
+
+def tool(
+    name: str, description: str = "", parameters: object = None, output: object = None
+) -> SdkTool:
+    """A tool whose schemas may be anything (the renderer must cope with junk)."""
+    empty = {"type": "object", "properties": {}}
+    return SdkTool(
+        name=name,
+        description=description,
+        parameters=empty if parameters is None else parameters,  # type: ignore[arg-type]
+        output={} if output is None else output,  # type: ignore[arg-type]
+    )
+
+
+def obj(properties: Mapping[str, object], *required: str, **extra: object) -> dict[str, object]:
+    return {"type": "object", "properties": dict(properties), "required": list(required), **extra}
+
+
+STR = {"type": "string"}
+INT = {"type": "integer"}
+HOSTILE = '"""\nimport os\nos.system("rm -rf /")\n"""\\'
+
+SMALL = [
+    tool(
+        "read_file",
+        "Read a text file as numbered lines.",
+        obj(
+            {"path": {**STR, "description": "File path."}, "limit": {**INT, "default": 2000}},
+            "path",
+        ),
+        obj({"lines": {"type": "array", "items": STR}, "truncated": {"type": "boolean"}}, "lines"),
+    ),
+    tool("list_dir", "List a directory.", obj({"path": STR}), {"type": "array", "items": STR}),
+    tool("bash", "Run a shell command.", obj({"command": STR}, "command"), STR),
+]
+
+EXOTIC = [
+    tool("web-search", "Search the web.", obj({"q": STR}, "q"), STR),
+    tool("mcp.github/list_issues", "List issues.\n\nPaginated.", obj({"repo": STR}, "repo")),
+    tool("class", "A keyword.", obj({"x": INT})),
+    tool("match", "A soft keyword."),
+    tool("_private", "Leading underscore."),
+    tool("read_file", "Identifier twin."),
+    tool("read-file", "Same CamelName as read_file."),
+    tool("3d-render", "Starts with a digit."),
+    tool("日本語", "Not ASCII."),
+    tool("ﬁle", "NFKC would turn this name into 'file'."),
+    tool("", "Empty name."),
+    tool('say "hi"\n', "Quotes and a newline."),
+    tool("tool_call_error", "Its classes must not collide with ToolCallError."),
+    tool("hostile", HOSTILE, obj({"x": {**STR, "description": HOSTILE}})),
+    tool("bidi", "Trojan\u202esource\x00 and \ud800 surrogate"),
+]
+
+NESTED = [
+    tool(
+        "configure",
+        "Nested objects, arrays, enums, oneOf and awkward keys.",
+        obj(
+            {
+                "class": {**STR, "description": "A keyword key."},
+                "from": INT,
+                "my-field": {"type": "boolean"},
+                "__dunder": STR,
+                "ﬁle": STR,
+                "plain": STR,
+            },
+            "class",
+        ),
+        obj(
+            {
+                "config": obj(
+                    {
+                        "host": STR,
+                        "ports": {"type": "array", "items": {"type": "array", "items": INT}},
+                        "tls": obj({"mode": {"enum": ["off", "on", 'it\'s "strict"\n']}}),
+                    },
+                    "host",
+                    description="Connection settings.",
+                ),
+                "config_tls": obj({"clash": STR}, description="Claims a name the path also makes."),
+                "events": {
+                    "type": "array",
+                    "items": {
+                        "oneOf": [
+                            obj(
+                                {"kind": {"const": "start"}, "at": {"type": "number"}},
+                                "kind",
+                                description="Emitted once the service is up.",
+                            ),
+                            obj({"kind": {"const": "stop"}, "code": INT}, "kind"),
+                            obj({"anything": {}}),
+                            {"type": "null"},
+                        ]
+                    },
+                },
+                "level": {"enum": [1, 2.0, 2.5, True, None, "x"]},
+                "mode": {"oneOf": [{"const": "a"}, {"const": "b"}, STR, {"const": "a"}, STR]},
+                "labels": {"type": "object", "additionalProperties": STR},
+                "empty": {"type": "object"},
+                "keys": STR,
+                "type": {"enum": ["str", "int"], "description": "Names a field like a type."},
+            },
+            "config",
+        ),
+    ),
+]
+
+# Cycles: the renderer follows them to its depth cap, then says Any.
+_CYCLE: dict[str, object] = {"type": "array"}
+_CYCLE["items"] = _CYCLE
+_OBJECT_CYCLE: dict[str, object] = {"type": "object", "properties": {}}
+_OBJECT_CYCLE["properties"] = {"again": _OBJECT_CYCLE}
+
+DEGRADED = [
+    tool(
+        "degraded",
+        "Constructs outside the subset degrade to Any.",
+        {
+            "type": "object",
+            "properties": {
+                "ref": {"$ref": "#/definitions/x"},
+                "any_of": {"anyOf": [STR, INT]},
+                "type_array": {"type": ["string", "null"]},
+                "enum_object": {"enum": ["a", {"b": 1}]},
+                "enum_empty": {"enum": []},
+                "enum_junk": {"enum": "abc"},
+                "const_list": {"const": [1, 2]},
+                "weird_type": {"type": "decimal"},
+                "not_a_dict": ["string"],
+                "props_list": {"type": "object", "properties": ["a"]},
+                "props_int_keys": {"type": "object", "properties": {1: STR}},
+                "items_tuple": {"type": "array", "items": [STR, INT]},
+                "one_of_empty": {"oneOf": []},
+                "one_of_any": {"oneOf": [STR, {}]},
+                "huge_int": {"enum": [10**2000]},
+                "nan_default": {"type": "number", "default": float("nan")},
+                "required_junk": {**obj({"a": STR}), "required": "a"},
+            },
+            "required": [7, "ref", None],
+        },
+        "not even a mapping",
+    ),
+    tool("cycle", "An array of itself.", obj({"x": _CYCLE})),
+]
+
+CASES = {
+    "small": SMALL,
+    "exotic": EXOTIC,
+    "nested": NESTED,
+    "degraded": DEGRADED,
+    "realistic": realistic_tools(),
+}
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_golden(case: str) -> None:
+    text = render_python_sdk(CASES[case])
+    path = GOLDEN / f"{case}.py.txt"
+    if os.environ.get("DSH_UPDATE_GOLDENS") == "1":
+        path.write_text(text, encoding="utf-8")
+    assert text == path.read_text(encoding="utf-8"), f"{path.name} is stale: DSH_UPDATE_GOLDENS=1"
+
+
+USE_OK = """
+import asyncio
+
+
+async def main() -> None:
+    page = await tools.read_file({"path": "a.py", "limit": 10})
+    first: str = page["lines"][0]["text"]
+    found = await tools.grep({"pattern": "def ", "context_lines": 1})
+    for group in found["files"]:
+        print(group["path"], [m["line"] for m in group["matches"]], first)
+    diff: str = await tools.git_diff({})
+    log = await tools.git_log({"max_count": 3})
+    print(diff, log[0]["sha"])
+    await tools.edit_file(
+        {"path": "a", "edits": [{"kind": "insert", "after_line": 0, "text": "x"}]}
+    )
+    try:
+        await tools.bash({"command": "ls", "env": {"A": "1"}})
+    except ToolCallError as err:
+        print(err.tool_name, err.message)
+    paths, readme = await asyncio.gather(
+        tools.glob({"pattern": "*.py"}), tools.read_file({"path": "README.md"})
+    )
+    print(paths["total"], readme["total_lines"], await tools["web_search"]({"q": 1}))
+"""
+
+# Each line marked `# E` must produce a mypy error, and no other line may.
+USE_BAD = """
+async def main() -> None:
+    await tools.read_file({"path": 1})  # E wrong argument type
+    await tools.read_file({})  # E missing required key
+    await tools.read_file({"path": "a", "nope": 1})  # E unknown key
+    page = await tools.read_file({"path": "a"})
+    print(page["nope"])  # E unknown output key
+    count: int = await tools.git_diff({})  # E the output is a str
+    await tools.web_search({"query": "q", "recency": "decade"})  # E not one of the enum
+    await tools.edit_file({"path": "a", "edits": [{"kind": "insert", "old_text": "x"}]})  # E
+    await tools.no_such_tool({})  # E
+"""
+
+
+def test_generated_sdks_type_check(tmp_path: Path) -> None:
+    """One mypy --strict run: every golden case, plus programs that use the SDK."""
+    realistic = render_python_sdk(CASES["realistic"])
+    files = {f"sdk_{case}.py": render_python_sdk(tools) for case, tools in CASES.items()}
+    files["sdk_object_cycle.py"] = render_python_sdk([tool("loop", parameters=_OBJECT_CYCLE)])
+    files["use_ok.py"] = realistic + USE_OK
+    files["use_bad.py"] = realistic + USE_BAD
+    for name, text in files.items():
+        (tmp_path / name).write_text(text, encoding="utf-8")
+    command = [sys.executable, "-m", "mypy", "--strict", "--config-file=", "--python-version=3.11"]
+    command += ["--cache-dir", str(tmp_path / ".mypy_cache"), "--no-error-summary", *files]
+    run = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    errors: dict[str, set[int]] = {}
+    for match in re.finditer(r"^(\w+\.py):(\d+): error:", run.stdout, re.MULTILINE):
+        errors.setdefault(match[1], set()).add(int(match[2]))
+    offset = realistic.count("\n")
+    expected = {offset + i for i, line in enumerate(USE_BAD.splitlines(), 1) if "  # E" in line}
+    assert errors == {"use_bad.py": expected}, run.stdout + run.stderr
+
+
+def test_every_golden_also_runs() -> None:
+    """Dependencies come first, so the module executes as well as type-checks."""
+    for tools in CASES.values():
+        namespace: dict[str, object] = {}
+        exec(compile(render_python_sdk(tools), "sdk", "exec"), namespace)
+        error = namespace["ToolCallError"]("read_file", "no such file")  # type: ignore[operator]
+        assert (error.tool_name, error.message) == ("read_file", "no such file")
+        assert str(error) == "no such file"
+
+
+def test_an_object_cycle_ends_in_any() -> None:
+    text = render_python_sdk([tool("loop", parameters=_OBJECT_CYCLE)])
+    compile(text, "sdk", "exec")
+    assert "    again: NotRequired[Any]\n" in text
+    assert text.count("(TypedDict):") == 33  # the root, then one class per level followed
+
+
+def test_tool_order_does_not_matter() -> None:
+    tools = realistic_tools() + EXOTIC
+    expected = render_python_sdk(tools)
+    for seed in range(5):
+        shuffled = tools[:]
+        random.Random(seed).shuffle(shuffled)
+        assert render_python_sdk(shuffled) == expected
+
+
+def test_property_order_is_kept() -> None:
+    forward = render_python_sdk([tool("t", parameters=obj({"b": STR, "a": INT}))])
+    backward = render_python_sdk([tool("t", parameters=obj({"a": INT, "b": STR}))])
+    assert forward.index("    b: ") < forward.index("    a: ")
+    assert backward.index("    a: ") < backward.index("    b: ")
+
+
+def test_duplicate_names_keep_the_first_by_description() -> None:
+    text = render_python_sdk([tool("x", "second"), tool("x", "first")])
+    assert "first" in text and "second" not in text
+    compile(text, "sdk", "exec")
+
+
+def test_imports_only_what_is_used() -> None:
+    text = render_python_sdk([tool("t", parameters=obj({"a": STR}, "a"), output=STR)])
+    assert text.startswith("from typing import Any, Protocol, TypeAlias, TypedDict\n")
+    text = render_python_sdk([tool("t", parameters=obj({"a": {"enum": ["Any"]}}), output={})])
+    assert text.startswith(
+        "from typing import Any, Literal, NotRequired, Protocol, TypeAlias, TypedDict\n"
+    )
+
+
+def test_identifier_names_are_methods_and_the_rest_are_listed() -> None:
+    module = ast.parse(render_python_sdk(EXOTIC))
+    protocol = next(n for n in module.body if isinstance(n, ast.ClassDef) and n.name == "Tools")
+    methods = {n.name for n in protocol.body if isinstance(n, ast.AsyncFunctionDef)}
+    assert methods == {"bidi", "hostile", "read_file", "tool_call_error", "日本語"}
+    text = render_python_sdk(EXOTIC)
+    assert '# tools["web-search"](args: WebSearchArgs) -> WebSearchOutput' in text
+    assert '# tools["read-file"](args: ReadFileArgs) -> ReadFileOutput' in text  # "-" sorts first
+    assert "async def read_file(self, args: ReadFile2Args) -> ReadFile2Output" in text
+    assert '# tools["class"](args: ClassArgs) -> ClassOutput' in text
+    assert '# tools["3d-render"](args: Tool3dRenderArgs) -> Tool3dRenderOutput' in text
+    assert """# tools['say "hi"\\n'](args: SayHiArgs) -> SayHiOutput""" in text
+
+
+def test_hostile_descriptions_stay_inert() -> None:
+    text = render_python_sdk(
+        [tool("hostile", HOSTILE, obj({"x": {**STR, "description": HOSTILE}}))]
+    )
+    module = ast.parse(text)
+    assert not any(isinstance(node, ast.Import) for node in ast.walk(module))
+    assert [type(node).__name__ for node in module.body] == [
+        "ImportFrom", "ClassDef", "ClassDef", "AnnAssign", "ClassDef", "AnnAssign"
+    ]  # fmt: skip
+    protocol = module.body[4]
+    assert isinstance(protocol, ast.ClassDef)
+    method = protocol.body[0]
+    assert isinstance(method, ast.AsyncFunctionDef)
+    docstring = ast.get_docstring(method) or ""
+    assert "import os" in docstring and 'os.system("rm -rf /")' in docstring
+
+
+@pytest.mark.parametrize(
+    ("schema", "expected"),
+    [
+        ({"type": "string"}, "str"),
+        ({"type": "integer"}, "int"),
+        ({"type": "number"}, "float"),
+        ({"type": "boolean"}, "bool"),
+        ({"type": "null"}, "None"),
+        ({"type": "array"}, "list[Any]"),
+        (
+            {"type": "array", "items": {"type": "array", "items": {"type": "string"}}},
+            "list[list[str]]",
+        ),
+        ({"type": "object", "properties": {"a": {"type": "string"}}}, "dict[str, Any]"),
+        ({"type": "object", "additionalProperties": {"type": "integer"}}, "dict[str, int]"),
+        ({"enum": ["a", 1, 2.0, True, None]}, 'Literal["a", 1, 2, True] | None'),
+        ({"enum": [1.5, "x"]}, 'float | Literal["x"]'),
+        ({"enum": ["it's", 'say "hi"', "a\\b\n"]}, """Literal["it's", 'say "hi"', "a\\\\b\\n"]"""),
+        ({"const": False}, "Literal[False]"),
+        (
+            {"oneOf": [{"type": "string"}, {"oneOf": [{"type": "null"}, {"type": "string"}]}]},
+            "str | None",
+        ),
+        (
+            {"oneOf": [{"const": "a"}, {"type": "integer"}, {"const": "b"}]},
+            'Literal["a", "b"] | int',
+        ),
+        ({"oneOf": [{"type": "string"}, {"description": "anything"}]}, "Any"),
+        ({}, "Any"),
+        ({"description": "annotation only"}, "Any"),
+        ({"$ref": "#/x"}, "Any"),
+        ({"type": "string", "anyOf": [{"minLength": 1}]}, "Any"),
+        ({"type": ["string", "null"]}, "Any"),
+        ({"enum": [[1]]}, "Any"),
+        ({"enum": []}, "Any"),
+        ({"oneOf": "x"}, "Any"),
+        ({"type": {"x": 1}}, "Any"),
+        ("string", "Any"),
+        (None, "Any"),
+    ],
+)
+def test_json_schema_to_py(schema: object, expected: str) -> None:
+    assert json_schema_to_py(schema) == expected
+
+
+def test_enum_literals_round_trip() -> None:
+    values = ["it's", 'say "hi"', "back\\slash", "new\nline", "\x00", "\ud800", "日本", -3, 10**30]
+    parsed = ast.parse(json_schema_to_py({"enum": values}), mode="eval").body
+    assert isinstance(parsed, ast.Subscript) and isinstance(parsed.slice, ast.Tuple)
+    assert [ast.literal_eval(element) for element in parsed.slice.elts] == values
+
+
+def test_instructions() -> None:
+    text = python_sdk_instructions()
+    assert text.startswith("## Writing code for run_code\n")
+    assert text.endswith("The available tools:")
+    for phrase in [
+        "`code`",
+        "`description`",
+        "await tools.name({...})",
+        'tools["my-tool"]',
+        "`ToolCallError`",
+        "`tool_name`",
+        "asyncio.gather",
+        "`print(...)`",
+        "fresh kernel",
+        "ONLY what you print or return comes back",
+    ]:
+        assert phrase in text, phrase
+
+
+# Totality: junk of every shape, biased towards almost-valid schemas.
+_TEXT = st.text(st.characters(exclude_categories=()), max_size=12)
+_KEYS = st.sampled_from(
+    [
+        "type",
+        "properties",
+        "required",
+        "items",
+        "enum",
+        "const",
+        "oneOf",
+        "anyOf",
+        "$ref",
+        "additionalProperties",
+        "description",
+        "default",
+        "format",
+        "class",
+        "__x",
+        "ﬁle",
+    ]
+)
+_TYPES = st.sampled_from(["string", "number", "integer", "boolean", "null", "array", "object"])
+_SCALARS = st.none() | st.booleans() | st.integers() | st.floats() | _TEXT | _TYPES
+_JUNK = st.recursive(
+    _SCALARS,
+    lambda kids: st.lists(kids, max_size=4) | st.dictionaries(_KEYS | _TEXT, kids, max_size=5),
+    max_leaves=20,
+)
+_SCHEMAS = st.deferred(
+    lambda: (
+        _JUNK
+        | st.fixed_dictionaries(
+            {"type": _TYPES},
+            optional={"description": _TEXT, "default": _SCALARS, "enum": st.lists(_SCALARS)},
+        )
+        | st.fixed_dictionaries(
+            {
+                "type": st.just("object"),
+                "properties": st.dictionaries(_KEYS | _TEXT, _SCHEMAS, max_size=4),
+            },
+            optional={
+                "required": st.lists(_KEYS | _TEXT) | _JUNK,
+                "additionalProperties": _SCHEMAS,
+            },
+        )
+        | st.fixed_dictionaries({"type": st.just("array")}, optional={"items": _SCHEMAS})
+        | st.fixed_dictionaries({"oneOf": st.lists(_SCHEMAS, max_size=3)})
+    )
+)
+_TOOLS = st.lists(
+    st.builds(SdkTool, name=_TEXT | _KEYS, description=_TEXT, parameters=_SCHEMAS, output=_SCHEMAS),
+    max_size=4,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(_TOOLS)
+def test_any_input_renders_a_module_that_compiles_and_runs(tools: list[SdkTool]) -> None:
+    text = render_python_sdk(tools)
+    exec(compile(text, "sdk", "exec"), {})
+    module = ast.parse(text)
+    assert isinstance(module.body[-1], ast.AnnAssign)  # tools: Tools, still the last statement
+    protocol = module.body[-2]
+    assert isinstance(protocol, ast.ClassDef) and protocol.name == "Tools"
+    assert all(isinstance(n, ast.AsyncFunctionDef | ast.FunctionDef) for n in protocol.body)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text("\"\\'\n\r #xr", max_size=40), st.text("\"\\'\n #x", max_size=40))
+def test_any_description_stays_a_docstring_or_comment(description: str, field: str) -> None:
+    params = obj({"x": {**STR, "description": field, "default": field}})
+    module = ast.parse(render_python_sdk([tool("t", description, params)]))
+    assert [type(node).__name__ for node in module.body] == [
+        "ImportFrom", "ClassDef", "ClassDef", "AnnAssign", "ClassDef", "AnnAssign"
+    ]  # fmt: skip
+    protocol = module.body[4]
+    assert isinstance(protocol, ast.ClassDef)
+    method = protocol.body[0]
+    assert isinstance(method, ast.AsyncFunctionDef)
+    assert all(isinstance(node, ast.Expr) for node in method.body)
+
+
+@settings(max_examples=300, deadline=None)
+@given(_SCHEMAS)
+def test_any_schema_is_a_type_expression(schema: object) -> None:
+    compile(json_schema_to_py(schema), "type", "eval")
