@@ -20,6 +20,7 @@ from dsh_jupyter.json_value import (
     JsonValue,
     NotJsonError,
     is_json_integer,
+    join_path,
     snapshot_json,
 )
 
@@ -50,7 +51,7 @@ def subset_from_pydantic(json_schema: Mapping[str, Any], *, what: str = "schema"
     defs = json_schema.get("$defs")
     converter = _Converter(defs if isinstance(defs, Mapping) else {}, what)
     # A fresh, unshared tree: inlined definitions are converted once and reused while building.
-    result: Any = snapshot_json(converter.convert(json_schema, ()), freeze=False)
+    result: Any = snapshot_json(converter.convert(json_schema, (), ""), freeze=False)
     assert_supported_schema(result, what=what)
     return result  # type: ignore[no-any-return]
 
@@ -64,11 +65,11 @@ class _Converter:
         self.what = what
         self.inlined: dict[str, _Schema] = {}
 
-    def convert(self, node: object, refs: tuple[str, ...]) -> _Schema:
+    def convert(self, node: object, refs: tuple[str, ...], path: str) -> _Schema:
         if not isinstance(node, Mapping):
             return {}  # a boolean schema: pydantic emits them only where any value is fine
         if "$ref" in node:
-            return self._inline(node, refs)
+            return self._inline(node, refs, path)
         out: _Schema = {}
         for key, value in node.items():
             if key in _KEPT:
@@ -78,39 +79,45 @@ class _Converter:
             elif key == "type":
                 out.update(_types([value] if isinstance(value, str) else value))
             elif key == "properties" and isinstance(value, Mapping):
-                out[key] = {name: self.convert(sub, refs) for name, sub in value.items()}
+                out[key] = {name: self.convert(sub, refs, join_path(join_path(path, key), name))
+                            for name, sub in value.items()}
             elif key == "required" and isinstance(value, list):
                 out[key] = list(dict.fromkeys(n for n in value if isinstance(n, str)))
             elif key == "additionalProperties" and isinstance(value, bool):
                 out[key] = value  # a schema here (dict[str, X]) leaves the object open
             elif key == "items" and isinstance(value, Mapping) and "prefixItems" not in node:
-                out[key] = self.convert(value, refs)  # after prefixItems, items covers the tail only
-            elif (key == "const" and _lossless(value)) or (key == "enum" and isinstance(value, list) and value and _lossless(value)):
+                # After prefixItems, items covers only the tail: dropping both only loosens.
+                out[key] = self.convert(value, refs, join_path(path, key))
+            elif key in ("const", "enum") and _usable_values(key, value):
                 out[key] = value
         for key in ("anyOf", "oneOf"):
             branches = node.get(key)
             if isinstance(branches, list) and branches and "oneOf" not in out:
-                _merge_union(out, _disjoint([self.convert(b, refs) for b in branches]))
+                converted = [self.convert(branch, refs, join_path(join_path(path, key), i))
+                             for i, branch in enumerate(branches)]
+                _merge_union(out, _disjoint(converted))
         all_of = node.get("allOf")
         if isinstance(all_of, list) and len(all_of) == 1:  # older pydantic wraps a $ref this way
-            out = _overlay(self.convert(all_of[0], refs), out)
+            only = self.convert(all_of[0], refs, join_path(join_path(path, "allOf"), 0))
+            out = _overlay(only, out)
         return out
 
-    def _inline(self, node: Mapping[str, Any], refs: tuple[str, ...]) -> _Schema:
+    def _inline(self, node: Mapping[str, Any], refs: tuple[str, ...], path: str) -> _Schema:
         ref = node["$ref"]
+        where = join_path(path, "$ref")
         name = ref.removeprefix("#/$defs/") if isinstance(ref, str) else ""
         if name == ref or name not in self.defs:
             raise UnsupportedSchemaError(self.what, [
-                f"$ref: {ref!r} is not an entry of $defs (only local #/$defs/ references "
+                f"{where}: {ref!r} is not an entry of $defs (only local #/$defs/ references "
                 "can be inlined)"])
         if name in refs:
             loop = " -> ".join([*refs[refs.index(name):], name])
             raise UnsupportedSchemaError(self.what, [
-                f"$ref: {name} contains itself ({loop}): recursive types are not supported; "
+                f"{where}: {name} contains itself ({loop}): recursive types are not supported; "
                 "bound the nesting (e.g. a fixed number of levels) or pass the value as JSON text"])
         if name not in self.inlined:
-            self.inlined[name] = self.convert(self.defs[name], (*refs, name))
-        siblings = self.convert({k: v for k, v in node.items() if k != "$ref"}, refs)
+            self.inlined[name] = self.convert(self.defs[name], (*refs, name), path)
+        siblings = self.convert({k: v for k, v in node.items() if k != "$ref"}, refs, path)
         return _overlay(self.inlined[name], siblings)
 
 
@@ -122,6 +129,10 @@ def _lossless(value: object) -> bool:
     return True
 
 
+def _usable_values(key: str, value: object) -> bool:
+    return (key == "const" or (isinstance(value, list) and bool(value))) and _lossless(value)
+
+
 def _overlay(base: _Schema, extra: _Schema) -> _Schema:
     """``base`` with the annotations of ``extra`` (a field's description beats its type's).
 
@@ -131,7 +142,8 @@ def _overlay(base: _Schema, extra: _Schema) -> _Schema:
 
 
 def _types(names: object) -> _Schema:
-    wanted = [n for n in dict.fromkeys(names if isinstance(names, list) else ()) if n in SUPPORTED_TYPES]
+    listed = [name for name in names if isinstance(name, str)] if isinstance(names, list) else []
+    wanted = [name for name in dict.fromkeys(listed) if name in SUPPORTED_TYPES]
     if "number" in wanted and "integer" in wanted:
         wanted.remove("integer")  # every integer is a number: the branches would overlap
     if not wanted:
@@ -142,11 +154,12 @@ def _types(names: object) -> _Schema:
 
 
 def _merge_union(out: _Schema, branches: list[_Schema]) -> None:
-    if len(branches) > 1:
+    # One branch left (say ``X | X``): merge it into the node unless a validation keyword
+    # clashes, where a one-branch oneOf keeps the exact meaning. The node's annotations win.
+    if len(branches) > 1 or (set(branches[0]) & set(out)) - set(_KEPT):
         out["oneOf"] = branches
         return
     for key, value in branches[0].items():
-        # The node's own keyword wins a clash; dropping the branch's only loosens.
         out.setdefault(key, value)
 
 
@@ -219,7 +232,8 @@ def _values_disjoint(a: _Schema, b: _Schema) -> bool:
     if any(isinstance(v, dict | list) for v in [*values_a, *values_b]):
         return False  # containers: assume they might be equal
     # Tag bools so that true and 1 stay apart while 1 and 1.0 stay equal (JSON equality).
-    return not {(isinstance(v, bool), v) for v in values_a} & {(isinstance(v, bool), v) for v in values_b}
+    tagged_a = {(isinstance(v, bool), v) for v in values_a}
+    return not tagged_a & {(isinstance(v, bool), v) for v in values_b}
 
 
 def _json_type(value: object) -> str:

@@ -11,7 +11,6 @@ but ``true != 1``. Every traversal uses an explicit stack, so depth never hits r
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from typing import Any, TypeAlias
 
@@ -19,6 +18,7 @@ from dsh_jupyter.errors import UnsupportedSchemaError
 from dsh_jupyter.json_value import (
     JsonValue,
     NotJsonError,
+    dump_json,
     is_json_integer,
     is_json_number,
     join_path,
@@ -40,47 +40,21 @@ _Chain: TypeAlias = "tuple[_Chain, object] | None"
 _Item: TypeAlias = "tuple[object, _Chain]"
 
 _MAX_ERRORS = 100
-# Quick predicates call their children's predicates; capping their depth keeps that recursion
-# shallow while still covering the common, shallow tool schemas end to end.
+# Quick checks call their children's quick checks; capping their depth bounds that recursion
+# while still covering typical (shallow) tool schemas end to end.
 _QUICK_DEPTH = 8
 
-
-def _is_object(value: object) -> bool:
-    return isinstance(value, dict)
-
-
-def _is_array(value: object) -> bool:
-    return isinstance(value, list)
-
-
-def _is_string(value: object) -> bool:
-    return isinstance(value, str)
-
-
-def _is_boolean(value: object) -> bool:
-    return isinstance(value, bool)
-
-
-def _is_null(value: object) -> bool:
-    return value is None
-
-
-def _always(value: object) -> bool:
-    return True
-
-
-_TYPE_CHECKS: dict[str, Predicate] = {
-    "array": _is_array,
-    "boolean": _is_boolean,
-    "integer": is_json_integer,
-    "null": _is_null,
-    "number": is_json_number,
-    "object": _is_object,
-    "string": _is_string,
+_TYPES: dict[str, tuple[Predicate, str]] = {
+    "array": (lambda value: isinstance(value, list), "an array"),
+    "boolean": (lambda value: isinstance(value, bool), "a boolean"),
+    "integer": (is_json_integer, "an integer"),
+    "null": (lambda value: value is None, "null"),
+    "number": (is_json_number, "a number"),
+    "object": (lambda value: isinstance(value, dict), "an object"),
+    "string": (lambda value: isinstance(value, str), "a string"),
 }
-SUPPORTED_TYPES: tuple[str, ...] = tuple(sorted(_TYPE_CHECKS))
-_ARTICLES = {"array": "an array", "boolean": "a boolean", "integer": "an integer", "null": "null",
-             "number": "a number", "object": "an object", "string": "a string"}
+SUPPORTED_TYPES: tuple[str, ...] = tuple(sorted(_TYPES))
+_IS_ARRAY, _IS_OBJECT = _TYPES["array"][0], _TYPES["object"][0]
 
 # Annotations are kept verbatim; None means any lossless JSON value.
 _ANNOTATIONS: dict[str, type | None] = {
@@ -88,6 +62,7 @@ _ANNOTATIONS: dict[str, type | None] = {
     "readOnly": bool, "writeOnly": bool, "examples": list, "default": None,
 }
 _TYPE_NAMES: dict[type, str] = {str: "a string", bool: "a boolean", list: "an array"}
+_BY_CASE = "use oneOf with one branch per case"
 _INSTEAD = {
     "anyOf": "use oneOf with disjoint branches",
     "allOf": "merge the branches into one schema",
@@ -95,14 +70,11 @@ _INSTEAD = {
     "$defs": "inline each definition where it is used",
     "definitions": "inline each definition where it is used",
     "prefixItems": "use items with one schema for every element",
-    "patternProperties": "declare the properties, or leave additionalProperties open",
     "additionalItems": "use items with one schema for every element",
+    "patternProperties": "declare the properties, or leave additionalProperties open",
     "unevaluatedProperties": "use additionalProperties: false",
-    "dependentRequired": "use oneOf with one branch per shape",
-    "dependentSchemas": "use oneOf with one branch per shape",
-    "if": "use oneOf with one branch per case",
-    "then": "use oneOf with one branch per case",
-    "else": "use oneOf with one branch per case",
+    "dependentRequired": _BY_CASE, "dependentSchemas": _BY_CASE,
+    "if": _BY_CASE, "then": _BY_CASE, "else": _BY_CASE,
 }
 _CONSTRAINTS = frozenset({
     "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf", "minLength",
@@ -111,35 +83,13 @@ _CONSTRAINTS = frozenset({
 })
 
 
-def _show(value: object, limit: int = 80) -> str:
-    """Short JSON text for a value in a message, built without recursion and cut at ``limit``."""
-    out: list[str] = []
-    size = 0
-    stack: list[tuple[bool, object]] = [(False, value)]  # (is punctuation, item)
-    while stack and size <= limit:
-        literal, item = stack.pop()
-        if literal:
-            text = str(item)
-        elif isinstance(item, dict | list):
-            pieces: list[tuple[bool, object]] = []
-            for i, entry in enumerate(item.items() if isinstance(item, dict) else item):
-                if i:
-                    pieces.append((True, ", "))
-                if isinstance(item, dict):
-                    pieces.append((True, json.dumps(str(entry[0]), ensure_ascii=False) + ": "))
-                    entry = entry[1]
-                pieces.append((False, entry))
-            text, close = ("{", "}") if isinstance(item, dict) else ("[", "]")
-            stack.append((True, close))
-            stack.extend(reversed(pieces))
-        elif isinstance(item, str | int | float) or item is None:
-            text = json.dumps(item, ensure_ascii=False)
-        else:
-            text = repr(item)
-        out.append(text)
-        size += len(text)
-    text = "".join(out)
-    return text if size <= limit and not stack else text[: limit - 3] + "..."
+def _show(value: object) -> str:
+    """Short JSON text for a value in a message (``dump_json`` copes with any depth)."""
+    try:
+        text = dump_json(value, indent=0, compact_depth=0)  # type: ignore[arg-type]
+    except NotJsonError:
+        text = f"a {type(value).__name__}" if isinstance(value, dict | list) else repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
 
 
 def _render(chain: _Chain) -> str:
@@ -163,8 +113,8 @@ def _at(chain: _Chain, text: str) -> str:
 def schema_violations(schema: object) -> list[str]:
     """Every way ``schema`` leaves the supported subset, each prefixed with its path.
 
-    >>> schema_violations({"type": "int"})[0][:30]
-    'type: "int" is not a supported'
+    >>> schema_violations({"properties": {"port": {"type": "int"}}})[0][:40]
+    'properties.port.type: "int" is not a sup'
     """
     out: list[str] = []
     open_ids: set[int] = set()  # schema objects on the current path: meeting one again is a cycle
@@ -176,7 +126,8 @@ def schema_violations(schema: object) -> list[str]:
         elif not isinstance(node, dict):
             out.append(_at(chain, _not_a_schema(node)))
         elif id(node) in open_ids:
-            out.append(_at(chain, "the schema contains itself (recursive schemas are not supported)"))
+            out.append(_at(chain, "the schema contains itself (recursive schemas are not "
+                                  "supported)"))
         else:
             open_ids.add(id(node))
             stack.append((node, chain, True))
@@ -208,17 +159,17 @@ def _check_keywords(node: dict[Any, Any], chain: _Chain, out: list[str], kids: l
             out.append(_at(chain, f"keyword {key!r} is not a string"))
             continue
         here: _Chain = (chain, key)
+        problem = None
         if key == "type":
             if isinstance(value, list):
-                out.append(_at(here, "type arrays are not supported (use oneOf with one branch per type)"))
-            elif not isinstance(value, str) or value not in _TYPE_CHECKS:
-                out.append(_at(here, f"{_show(value)} is not a supported type "
-                                     f"(use one of: {', '.join(SUPPORTED_TYPES)})"))
+                problem = "type arrays are not supported (use oneOf with one branch per type)"
+            elif not isinstance(value, str) or value not in _TYPES:
+                problem = (f"{_show(value)} is not a supported type "
+                           f"(use one of: {', '.join(SUPPORTED_TYPES)})")
         elif key == "properties":
             if not isinstance(value, dict):
-                out.append(_at(here, "must be an object mapping property names to schemas"))
-                continue
-            for name, sub in value.items():
+                problem = "must be an object mapping property names to schemas"
+            for name, sub in value.items() if isinstance(value, dict) else ():
                 if isinstance(name, str):
                     kids.append((sub, (here, name)))
                 else:
@@ -227,20 +178,18 @@ def _check_keywords(node: dict[Any, Any], chain: _Chain, out: list[str], kids: l
             _check_required(value, here, out)
         elif key == "additionalProperties":
             if isinstance(value, dict):
-                out.append(_at(here, "a schema here is not supported (use true or false; "
-                                     'for a mapping of any keys use {"type": "object"})'))
+                problem = ("a schema here is not supported (use true or false; for a mapping "
+                           'of any keys use {"type": "object"})')
             elif not isinstance(value, bool):
-                out.append(_at(here, "must be true or false"))
+                problem = "must be true or false"
         elif key == "items":
             if isinstance(value, list):
-                out.append(_at(here, "an array of schemas is not supported "
-                                     "(use one schema for every element)"))
+                problem = "an array of schemas is not supported (use one schema for every element)"
             else:
                 kids.append((value, here))
         elif key in ("enum", "oneOf"):
             if not isinstance(value, list) or not value:
-                what = "values" if key == "enum" else "schemas"
-                out.append(_at(here, f"must be a non-empty array of {what}"))
+                problem = f"must be a non-empty array of {'values' if key == 'enum' else 'schemas'}"
             elif key == "oneOf":
                 kids.extend((branch, (here, i)) for i, branch in enumerate(value))
             else:
@@ -251,16 +200,18 @@ def _check_keywords(node: dict[Any, Any], chain: _Chain, out: list[str], kids: l
         elif key in _ANNOTATIONS:
             expected = _ANNOTATIONS[key]
             if expected is not None and not isinstance(value, expected):
-                out.append(_at(here, f"must be {_TYPE_NAMES[expected]}"))
+                problem = f"must be {_TYPE_NAMES[expected]}"
             else:
                 _check_lossless(value, here, out)
         elif key in _INSTEAD:
-            out.append(_at(here, f'"{key}" is not supported ({_INSTEAD[key]})'))
+            problem = f'"{key}" is not supported ({_INSTEAD[key]})'
         elif key in _CONSTRAINTS:
-            out.append(_at(here, f'"{key}" is not supported: the subset has no value constraints '
-                                 "(enforce it in the tool, e.g. with a pydantic model)"))
+            problem = (f'"{key}" is not supported: the subset has no value constraints '
+                       "(enforce it in the tool, e.g. with a pydantic model)")
         else:
-            out.append(_at(here, f'"{key}" is not a supported keyword'))
+            problem = f'"{key}" is not a supported keyword'
+        if problem is not None:
+            out.append(_at(here, problem))
     _check_consistency(node, chain, out)
 
 
@@ -286,25 +237,28 @@ def _check_lossless(value: object, here: _Chain, out: list[str]) -> None:
 
 
 def _check_consistency(node: dict[Any, Any], chain: _Chain, out: list[str]) -> None:
-    """Cross-keyword rules: values must fit the declared type; a closed object's required
-    properties must be declared (otherwise no object could ever match)."""
-    declared = node.get("type")
-    fits = _TYPE_CHECKS.get(declared) if isinstance(declared, str) else None
-    if fits is not None:
-        enum = node.get("enum")
-        for i, member in enumerate(enum if isinstance(enum, list) else ()):
+    """Values must fit the declared type, and a closed object must declare what it requires
+    (otherwise no value could ever match, which is a mistake in the schema)."""
+    declared, enum = node.get("type"), node.get("enum")
+    values: list[tuple[_Chain, object]] = []
+    if isinstance(enum, list):
+        values.extend((((chain, "enum"), i), member) for i, member in enumerate(enum))
+    if "const" in node:
+        values.append(((chain, "const"), node["const"]))
+    if isinstance(declared, str) and declared in _TYPES:
+        fits = _TYPES[declared][0]
+        for where, member in values:
             if not fits(member):
-                out.append(_at(((chain, "enum"), i), f"{_show(member)} does not match type {_show(declared)}"))
-        if "const" in node and not fits(node["const"]):
-            out.append(_at((chain, "const"), f"{_show(node['const'])} does not match type {_show(declared)}"))
+                out.append(_at(where, f"{_show(member)} does not match type {_show(declared)}"))
     required = node.get("required")
     if node.get("additionalProperties") is False and isinstance(required, list):
         properties = node.get("properties")
-        declared_names = properties if isinstance(properties, dict) else {}
+        names = properties if isinstance(properties, dict) else {}
         for i, name in enumerate(required):
-            if isinstance(name, str) and name not in declared_names:
-                out.append(_at(((chain, "required"), i), f'"{name}" is required but not declared in '
-                               "properties, and additionalProperties is false, so no object can match"))
+            if isinstance(name, str) and name not in names:
+                out.append(_at(((chain, "required"), i), f'"{name}" is required but not declared '
+                               "in properties, and additionalProperties is false, so no object "
+                               "can match"))
 
 
 # -- compiling ---------------------------------------------------------------------------------
@@ -328,7 +282,7 @@ def _json_equal(left: object, right: object) -> bool:
 
 
 def _member_check(members: list[JsonValue]) -> Predicate:
-    # Tagging scalars with "is it a bool" keeps True and 1 apart while 1 and 1.0 stay equal.
+    # Tagging scalars with "is it a bool" keeps true and 1 apart while 1 and 1.0 stay equal.
     scalars = {(isinstance(m, bool), m) for m in members if not isinstance(m, dict | list)}
     containers = [m for m in members if isinstance(m, dict | list)]
 
@@ -347,14 +301,14 @@ class _Node:
                  "quick", "required", "type_check", "type_text", "values")
 
     def __init__(self, schema: dict[str, Any]) -> None:
-        declared = schema.get("type")
-        self.type_check = _TYPE_CHECKS[declared] if declared is not None else None
-        self.type_text = f" must be {_ARTICLES[declared]}" if declared is not None else ""
+        check, article = _TYPES.get(schema.get("type", ""), (None, ""))
+        self.type_check: Predicate | None = check
+        self.type_text = f" must be {article}"
         values: list[tuple[Predicate, str]] = []
         if "const" in schema:
             values.append((_member_check([schema["const"]]), f" must be {_show(schema['const'])}"))
         if "enum" in schema:
-            shown = ", ".join(_show(m) for m in schema["enum"])
+            shown = ", ".join(_show(member) for member in schema["enum"])
             values.append((_member_check(schema["enum"]), f" must be one of {shown}"))
         self.values = tuple(values)
         self.properties: dict[str, _Node] = {}
@@ -367,17 +321,10 @@ class _Node:
         self.depth = 1
 
 
-def _all_of(parts: list[Predicate]) -> Predicate:
-    if not parts:
-        return _always
-    if len(parts) == 1:
-        return parts[0]
-    return lambda value: all(part(value) for part in parts)
+def _quick_object(node: _Node, children: dict[str, Predicate]) -> Predicate:
+    required, closed, strict = node.required, node.closed, node.type_check is _IS_OBJECT
 
-
-def _quick_object(children: dict[str, Predicate], required: tuple[str, ...], closed: bool,
-                  strict: bool) -> Predicate:
-    def check(value: object) -> bool:
+    def check(value: object) -> bool:  # the flat-object fast path: no allocation, no paths
         if not isinstance(value, dict):
             return not strict
         for name in required:
@@ -395,37 +342,35 @@ def _quick_object(children: dict[str, Predicate], required: tuple[str, ...], clo
     return check
 
 
-def _quick_array(item: Predicate, strict: bool) -> Predicate:
-    return lambda value: all(map(item, value)) if isinstance(value, list) else not strict
-
-
-def _quick_one_of(branches: list[Predicate]) -> Predicate:
-    return lambda value: sum(1 for branch in branches if branch(value)) == 1
-
-
 def _make_quick(node: _Node) -> Predicate | None:
-    """A yes/no check for the valid case, or None when the subtree is too deep for one."""
+    """A yes/no check that is exact for valid values, or None when the subtree is too deep."""
     kids = [*node.properties.values(), *node.one_of, *([node.items] if node.items else [])]
     node.depth = 1 + max((kid.depth for kid in kids), default=0)
-    if node.depth > _QUICK_DEPTH or any(kid.quick is None for kid in kids):
+    quick = {id(kid): kid.quick for kid in kids if kid.quick is not None}
+    if node.depth > _QUICK_DEPTH or len(quick) < len(kids):
         return None
     parts = [check for check, _ in node.values]
+    folded = []  # a type check the container check below already performs
     if node.has_object_rules:
-        children = {name: kid.quick for name, kid in node.properties.items() if kid.quick}
-        parts.append(_quick_object(children, node.required, node.closed,
-                                   strict=node.type_check is _is_object))
-    if node.items is not None and node.items.quick is not None:
-        parts.append(_quick_array(node.items.quick, strict=node.type_check is _is_array))
+        parts.append(_quick_object(node, {name: quick[id(kid)]
+                                          for name, kid in node.properties.items()}))
+        folded.append(_IS_OBJECT)
+    if node.items is not None:
+        item, strict = quick[id(node.items)], node.type_check is _IS_ARRAY
+        parts.append(lambda v: all(map(item, v)) if isinstance(v, list) else not strict)
+        folded.append(_IS_ARRAY)
     if node.one_of:
-        parts.append(_quick_one_of([branch.quick for branch in node.one_of if branch.quick]))
-    folded = (_is_object if node.has_object_rules else None, _is_array if node.items else None)
+        branches = [quick[id(branch)] for branch in node.one_of]
+        parts.append(lambda v: sum(1 for branch in branches if branch(v)) == 1)
     if node.type_check is not None and node.type_check not in folded:
         parts.insert(0, node.type_check)
-    return _all_of(parts)
+    if len(parts) <= 1:
+        return parts[0] if parts else lambda v: True
+    return lambda v: all(part(v) for part in parts)
 
 
 class CompiledSchema:
-    """A supported schema compiled for fast, repeated validation; build with :func:`compile_schema`."""
+    """A supported schema compiled for fast, repeated validation (see :func:`compile_schema`)."""
 
     __slots__ = ("_root", "schema")
 
@@ -449,7 +394,7 @@ class CompiledSchema:
 
 
 def compile_schema(schema: object, *, what: str = "schema") -> CompiledSchema:
-    """Check ``schema`` is inside the subset (else :class:`UnsupportedSchemaError`) and compile it."""
+    """Compile ``schema``; raises :class:`UnsupportedSchemaError` if it is outside the subset."""
     assert_supported_schema(schema, what=what)
     frozen: Any = snapshot_json(schema)
     root = _Node(frozen)
@@ -486,7 +431,7 @@ class _Run:
         self.limit = limit
 
     def fail(self, chain: _Chain, before: str, after: str = "") -> None:
-        self.count += 1
+        self.count += 1  # counted past the limit, for "... and N more"
         if len(self.errors) < self.limit:
             where = f'"{_render(chain)}"' if chain is not None else "the value"
             self.errors.append(f"{before}{where}{after}")
@@ -504,7 +449,7 @@ class _Choice:
 
     def next_run(self) -> _Run:
         self.tried += 1
-        # A branch only needs its verdict, its violation count and its first message.
+        # A branch needs only its verdict, its violation count and its first message.
         return _Run(self.branches[self.tried - 1], self.value, self.chain, limit=1)
 
     def record(self, run: _Run) -> None:
@@ -523,7 +468,8 @@ class _Choice:
         detail = ""
         if self.matched == 0 and self.best is not None:
             detail = f": closest is branch {self.best[0][2]}: {self.best[1]}"
-        parent.fail(self.chain, "", f" must match exactly one oneOf branch (matched {self.matched}){detail}")
+        parent.fail(self.chain, "",
+                    f" must match exactly one oneOf branch (matched {self.matched}){detail}")
 
 
 def _evaluate(root: _Node, value: object) -> _Run:
