@@ -142,3 +142,16 @@ __all__ = [
     "read_session",
     "snapshot_json",
 ]
+
+
+def load_ipython_extension(ipython: object) -> None:
+    """``%load_ext dsh_jupyter``: registers ``%%run_code`` and ``%dsh_sdk``."""
+    from .extension import load_ipython_extension as load
+
+    load(ipython)
+
+
+def unload_ipython_extension(ipython: object) -> None:
+    from .extension import unload_ipython_extension as unload
+
+    unload(ipython)

@@ -1,0 +1,159 @@
+"""The IPython extension: ``%load_ext dsh_jupyter``.
+
+- ``%%run_code [REGISTRY] [--scope NAME] [--description TEXT] [--out VAR]`` runs the
+  cell as a run_code program against a registry from the user namespace (the only
+  :class:`ToolRegistry` there, or the one named), displays the run_code card, and
+  makes the outcome available as the cell's value (``_``) and, with ``--out``, as
+  ``VAR``.
+- ``%dsh_sdk [REGISTRY] [--scope NAME]`` shows the SDK section the model would see.
+
+A cell magic is a synchronous function, but a run must await tools on the
+kernel's own event loop. So the extension rewrites ``%%run_code`` cells into one
+top-level ``await`` expression (IPython's autoawait runs it on the running loop;
+nothing is nested, nothing blocks).
+"""
+
+from __future__ import annotations
+
+import argparse
+import shlex
+from dataclasses import dataclass
+from itertools import count
+from typing import Any
+
+from .errors import RegistrationError
+from .registry import ToolCall, ToolRegistry
+from .registry.results import ToolResult
+from .registry.scope import AgentScope
+
+MAGIC = "%%run_code"
+_HELPER = "__dsh_jupyter_run_code__"
+_counter = count(1)
+
+
+@dataclass(frozen=True, slots=True)
+class RunCodeOutcome:
+    """What ``%%run_code`` returns: the run_code result plus its card."""
+
+    result: ToolResult
+    program: str
+    description: str
+
+    @property
+    def value(self) -> Any:
+        """The program's return value (``None`` when it returned nothing or failed)."""
+        if self.result.is_error or not isinstance(self.result.value, dict):
+            return None
+        return self.result.value.get("result")
+
+    @property
+    def logs(self) -> list[str]:
+        if self.result.is_error or not isinstance(self.result.value, dict):
+            return []
+        return list(self.result.value.get("logs", []))
+
+    def __repr__(self) -> str:
+        status = "failed" if self.result.is_error else "ok"
+        return f"<run_code {status}: {self.description}>\n{self.result.text}"
+
+
+def _parser(prog: str) -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog=prog, add_help=False, exit_on_error=False)
+    parser.add_argument("registry", nargs="?")
+    parser.add_argument("--scope")
+    parser.add_argument("--description", default="Run the cell's program")
+    parser.add_argument("--out")
+    return parser
+
+
+def find_registry(namespace: dict[str, Any], name: str | None) -> ToolRegistry:
+    """The registry named ``name`` in ``namespace``, or the only one there."""
+    if name is not None:
+        found = namespace.get(name)
+        if not isinstance(found, ToolRegistry):
+            raise RegistrationError(f"{name!r} is not a ToolRegistry in the notebook namespace")
+        return found
+    registries = {key: value for key, value in namespace.items()
+                  if isinstance(value, ToolRegistry) and not key.startswith("_")}
+    if len(registries) == 1:
+        return next(iter(registries.values()))
+    if not registries:
+        raise RegistrationError("no ToolRegistry in the notebook namespace; create one first "
+                                "(registry = ToolRegistry(mode='code', code_runtime=...))")
+    raise RegistrationError(f"several registries ({', '.join(sorted(registries))}); name one: "
+                            f"%%run_code {sorted(registries)[0]}")
+
+
+def _find_scope(registry: ToolRegistry, name: str | None) -> AgentScope | None:
+    if name is None:
+        return None
+    scope = registry._scopes.get(name)
+    if scope is None:
+        raise RegistrationError(f"no scope named {name!r}; scopes: "
+                                f"{', '.join(sorted(registry._scopes)) or '(none)'}")
+    return scope
+
+
+async def run_cell(namespace: dict[str, Any], line: str, cell: str) -> RunCodeOutcome:
+    """Run ``cell`` as a run_code program (what a rewritten ``%%run_code`` cell awaits)."""
+    options = _parser(MAGIC).parse_args(shlex.split(line))
+    registry = find_registry(namespace, options.registry)
+    scope = _find_scope(registry, options.scope)
+    if registry.mode_for(scope) == "native":
+        raise RegistrationError("%%run_code needs Code Mode: create the registry with "
+                                "ToolRegistry(mode='code' or 'both', code_runtime=...)")
+    call = ToolCall(call_id=f"cell-{next(_counter)}", name="run_code", agent=scope,
+                    arguments={"code": cell, "description": options.description})
+    outcome = RunCodeOutcome(result=await registry.execute(call), program=cell,
+                             description=options.description)
+    if options.out:
+        namespace[options.out] = outcome
+    return outcome
+
+
+def _rewrite(lines: list[str]) -> list[str]:
+    """Input transformer: a ``%%run_code`` cell becomes one top-level await."""
+    if not lines or not lines[0].startswith(MAGIC):
+        return lines
+    first = lines[0].rstrip("\n")
+    line = first[len(MAGIC):].strip()
+    if first[len(MAGIC):][:1] not in ("", " ", "\t"):
+        return lines  # some other magic that merely starts with the same letters
+    body = "".join(lines[1:])
+    return [f"await {_HELPER}(globals(), {line!r}, {body!r})\n"]
+
+
+def sdk_text(namespace: dict[str, Any], line: str) -> str:
+    options = _parser("%dsh_sdk").parse_args(shlex.split(line))
+    registry = find_registry(namespace, options.registry)
+    from .registry.prompt import sdk_section
+
+    return sdk_section(registry, _find_scope(registry, options.scope)).text
+
+
+def load_ipython_extension(ipython: Any) -> None:
+    """Register ``%%run_code`` and ``%dsh_sdk`` (called by ``%load_ext dsh_jupyter``)."""
+    from IPython.display import Markdown, display
+
+    ipython.user_ns[_HELPER] = run_cell
+    transformers = ipython.input_transformers_cleanup
+    if _rewrite not in transformers:
+        transformers.insert(0, _rewrite)
+
+    def run_code_magic(line: str, cell: str) -> None:
+        # Reached only where the input transformer did not run (e.g. run_cell_magic()).
+        raise RuntimeError("%%run_code must be the first line of a cell run by IPython "
+                           "(it is rewritten into a top-level await)")
+
+    def dsh_sdk(line: str) -> None:
+        display(Markdown(sdk_text(ipython.user_ns, line)))
+
+    ipython.register_magic_function(run_code_magic, "cell", "run_code")
+    ipython.register_magic_function(dsh_sdk, "line", "dsh_sdk")
+
+
+def unload_ipython_extension(ipython: Any) -> None:
+    transformers = ipython.input_transformers_cleanup
+    if _rewrite in transformers:
+        transformers.remove(_rewrite)
+    ipython.user_ns.pop(_HELPER, None)

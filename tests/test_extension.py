@@ -1,0 +1,65 @@
+"""The IPython extension, in a real (in-process) IPython shell."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from IPython.core.interactiveshell import InteractiveShell
+
+from dsh_jupyter.extension import RunCodeOutcome
+
+
+@pytest.fixture
+def shell() -> Iterator[Any]:
+    ip = InteractiveShell.instance()
+    ip.run_cell("%load_ext dsh_jupyter")
+    yield ip
+    ip.run_cell("%unload_ext dsh_jupyter")
+    ip.reset()
+    InteractiveShell.clear_instance()
+
+
+SETUP = """
+from dsh_jupyter import ToolRegistry
+from dsh_jupyter.testing import InProcessRuntime
+registry = ToolRegistry(mode="code", code_runtime=InProcessRuntime())
+
+@registry.tool
+async def double(x: int) -> int:
+    "Double a number."
+    return 2 * x
+"""
+
+
+async def run(shell: Any, cell: str) -> Any:
+    return await shell.run_cell_async(cell, transformed_cell=shell.transform_cell(cell))
+
+
+async def test_run_code_cell_magic(shell: Any) -> None:
+    assert (await run(shell, SETUP)).success
+    cell = "%%run_code --out outcome --description 'Double twice'\n" \
+           "a = await tools.double({'x': 2})\nprint('a =', a)\nreturn await tools.double({'x': a})\n"
+    result = await run(shell, cell)
+    assert result.success, result.error_in_exec
+    outcome = shell.user_ns["outcome"]
+    assert isinstance(outcome, RunCodeOutcome)
+    assert outcome.value == 8 and outcome.logs == ["a = 4"]
+    assert result.result is outcome
+
+
+async def test_run_code_magic_reports_a_missing_registry(shell: Any) -> None:
+    cell = "%%run_code\nreturn 1\n"
+    result = await run(shell, cell)
+    assert not result.success
+    assert "no ToolRegistry" in str(result.error_in_exec)
+
+
+async def test_dsh_sdk_line_magic(shell: Any) -> None:
+    assert (await run(shell, SETUP)).success
+    from dsh_jupyter.extension import sdk_text
+
+    text = sdk_text(shell.user_ns, "registry")
+    assert "async def double(self, args: DoubleArgs) -> DoubleOutput:" in text
+    assert shell.run_cell("%dsh_sdk").success
