@@ -39,8 +39,9 @@ async def run(shell: Any, cell: str) -> Any:
 
 async def test_run_code_cell_magic(shell: Any) -> None:
     assert (await run(shell, SETUP)).success
-    cell = "%%run_code --out outcome --description 'Double twice'\n" \
-           "a = await tools.double({'x': 2})\nprint('a =', a)\nreturn await tools.double({'x': a})\n"
+    cell = ("%%run_code --out outcome --description 'Double twice'\n"
+            "a = await tools.double({'x': 2})\nprint('a =', a)\n"
+            "return await tools.double({'x': a})\n")
     result = await run(shell, cell)
     assert result.success, result.error_in_exec
     outcome = shell.user_ns["outcome"]

@@ -1,0 +1,11 @@
+"""The kernel runtime: every program runs in a fresh, throwaway IPython kernel.
+
+``KernelRuntime`` implements :class:`dsh_jupyter.runtime.CodeRuntime`; see
+``docs/kernel-runtime.md`` for the lifecycle, protocol and budgets.
+"""
+
+from .bridge import run_signal
+from .config import KernelRuntimeConfig
+from .runtime import KernelRuntime
+
+__all__ = ["KernelRuntime", "KernelRuntimeConfig", "run_signal"]
