@@ -1,23 +1,131 @@
-"""The ``dsh-jupyter`` command line."""
+"""The ``dsh-jupyter`` command line.
+
+    dsh-jupyter demo                                  # run_code in a fresh kernel, sample tools
+    dsh-jupyter run PROGRAM.py --tools MODULE:ATTR [--mode code|both] [--json]
+    dsh-jupyter sdk --tools MODULE:ATTR [--scope NAME]
+"""
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import importlib
+import json
 import sys
 from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, TextIO
+
+from .events import SessionEvent
+from .registry import ToolCall, ToolRegistry
+from .registry.results import ToolResult
+
+DEMO_PROGRAM = '''\
+# A program a model might write: find the Python files, read them in parallel,
+# and report the longest one.
+names = await tools.list_files({"pattern": "*.py"})
+texts = await asyncio.gather(*(tools.read_file({"path": n}) for n in names))
+sizes = {name: len(text.splitlines()) for name, text in zip(names, texts)}
+print(f"read {len(names)} files")
+try:
+    await tools.read_file({"path": "missing.py"})
+except ToolCallError as error:
+    print(f"as expected, {error.tool_name} failed: {error}")
+return {"longest": max(sizes, key=sizes.get), "lines": sizes}
+'''
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="dsh-jupyter", description=__doc__)
+    parser = argparse.ArgumentParser(prog="dsh-jupyter", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
     commands = parser.add_subparsers(dest="command", required=True)
-    commands.add_parser("demo", help="run the built-in demo against sample tools")
+    commands.add_parser("demo", help="run a program through run_code in a fresh kernel")
+    run = commands.add_parser("run", help="run a program file through run_code")
+    run.add_argument("program", type=Path)
+    run.add_argument("--tools", required=True, help="MODULE:ATTR naming a ToolRegistry")
+    run.add_argument("--mode", choices=("code", "both"), default="code")
+    run.add_argument("--description", default=None)
+    run.add_argument("--json", action="store_true", help="print one JSON object")
+    sdk = commands.add_parser("sdk", help="print the SDK section the model would see")
+    sdk.add_argument("--tools", required=True, help="MODULE:ATTR naming a ToolRegistry")
+    sdk.add_argument("--scope", default=None)
     options = parser.parse_args(argv)
     if options.command == "demo":
-        from .demo.native import run_demo
+        from .demo.tools import sample_registry
 
-        return asyncio.run(run_demo(sys.stdout))
-    return 2  # unreachable: argparse rejects unknown commands
+        return asyncio.run(_run(sample_registry(), DEMO_PROGRAM, "Find the longest Python file",
+                                "code", as_json=False, out=sys.stdout))
+    registry = load_registry(options.tools)
+    if options.command == "sdk":
+        from .registry.prompt import sdk_section
+
+        scope = registry._scopes.get(options.scope) if options.scope else None
+        print(sdk_section(registry, scope, language="python").text)
+        return 0
+    program = options.program.read_text(encoding="utf-8")
+    description = options.description or f"Run {options.program.name}"
+    return asyncio.run(_run(registry, program, description, options.mode,
+                            as_json=options.json, out=sys.stdout))
+
+
+def load_registry(spec: str) -> ToolRegistry:
+    """Import ``MODULE:ATTR``; ATTR may be a registry or a function returning one."""
+    module_name, _, attr = spec.partition(":")
+    if not module_name or not attr:
+        raise SystemExit(f"--tools expects MODULE:ATTR, got {spec!r}")
+    sys.path.insert(0, str(Path.cwd()))
+    try:
+        target: Any = getattr(importlib.import_module(module_name), attr)
+    except (ImportError, AttributeError) as exc:
+        raise SystemExit(f"cannot load {spec!r}: {exc}") from None
+    if callable(target) and not isinstance(target, ToolRegistry):
+        target = target()
+    if not isinstance(target, ToolRegistry):
+        raise SystemExit(f"{spec!r} is a {type(target).__name__}, not a ToolRegistry")
+    return target
+
+
+async def _run(registry: ToolRegistry, program: str, description: str, mode: str, *,
+               as_json: bool, out: TextIO) -> int:
+    from .kernel import KernelRuntime
+
+    events: list[SessionEvent] = []
+    registry.on_event(events.append)
+    if not as_json:
+        registry.on_event(lambda event: _print_event(event, out))
+    registry.mode = mode  # type: ignore[assignment]
+    async with KernelRuntime() as runtime:
+        registry.code_runtime = runtime
+        result = await registry.execute(ToolCall(
+            call_id="cli-1", name="run_code",
+            arguments={"code": program, "description": description}))
+    if as_json:
+        json.dump(_as_json(result, events), out, indent=2)
+        out.write("\n")
+    else:
+        status = "failed" if result.is_error else "ok"
+        print(f"\nrun_code {status}:\n{result.text}", file=out)
+    return 1 if result.is_error else 0
+
+
+def _print_event(event: SessionEvent, out: TextIO) -> None:
+    if event["kind"] == "tool/code-dispatch-start":
+        print(f"  -> {event['call_id']} {event['name']}({json.dumps(event['arguments'])})",
+              file=out)
+    elif event["kind"] == "tool/code-dispatch":
+        status = "error" if event["is_error"] else "ok"
+        elapsed = (event["ended"] - event["started"]) * 1000
+        print(f"  <- {event['call_id']} {status} ({elapsed:.1f} ms)", file=out)
+
+
+def _as_json(result: ToolResult, events: list[SessionEvent]) -> dict[str, Any]:
+    body: dict[str, Any] = {"is_error": result.is_error, "content": result.text}
+    if result.error is not None:
+        body["error"] = {"message": result.error.message, "code": result.error.code}
+    else:
+        body["value"] = result.value
+    body["events"] = events
+    return body
 
 
 if __name__ == "__main__":

@@ -128,7 +128,9 @@ def sdk_text(namespace: dict[str, Any], line: str) -> str:
     registry = find_registry(namespace, options.registry)
     from .registry.prompt import sdk_section
 
-    return sdk_section(registry, _find_scope(registry, options.scope)).text
+    scope = _find_scope(registry, options.scope)
+    language = None if registry.code_runtime is not None else "python"
+    return sdk_section(registry, scope, language=language).text
 
 
 def load_ipython_extension(ipython: Any) -> None:

@@ -79,9 +79,11 @@ def assemble(registry: ToolRegistry, scope: AgentScope | None) -> PromptAssembly
                           sections=tuple(sorted((rule, sdk), key=lambda s: s.order)))
 
 
-def sdk_section(registry: ToolRegistry, scope: AgentScope | None) -> PromptSection:
-    """The ``tools:sdk`` section: instructions plus the SDK for the scope's tools."""
-    instructions, render = renderer_for(registry)
+def sdk_section(registry: ToolRegistry, scope: AgentScope | None, *,
+                language: str | None = None) -> PromptSection:
+    """The ``tools:sdk`` section: instructions plus the SDK for the scope's tools, in
+    the code runtime's language (or ``language``, to preview without a runtime)."""
+    instructions, render = renderer_for(registry, language)
     tools = [SdkTool(name=d.name, description=d.description, parameters=d.parameters,
                      output=d.output.schema)
              for name, d in sorted(registry._visible(scope).items()) if name != RESERVED_NAME]
@@ -89,13 +91,15 @@ def sdk_section(registry: ToolRegistry, scope: AgentScope | None) -> PromptSecti
     return PromptSection(id="tools:sdk", order=150, text=text)
 
 
-def renderer_for(registry: ToolRegistry) -> tuple[Callable[[], str], SdkRenderer]:
+def renderer_for(registry: ToolRegistry,
+                 language: str | None = None) -> tuple[Callable[[], str], SdkRenderer]:
     runtime = registry.code_runtime
-    if runtime is None:
-        raise CodeModeError(
-            "Code Mode needs a code runtime: ToolRegistry(code_runtime=KernelRuntime(), ...) "
-            "(from dsh_jupyter.kernel), or use mode='native'")
-    language = runtime.language
+    if language is None:
+        if runtime is None:
+            raise CodeModeError(
+                "Code Mode needs a code runtime: ToolRegistry(code_runtime=KernelRuntime(), "
+                "...) (from dsh_jupyter.kernel), or use mode='native'")
+        language = runtime.language
     if language not in SDK_RENDERERS:
         raise CodeModeError(
             f"the code runtime's language {language!r} has no SDK renderer; "
