@@ -50,7 +50,8 @@ class RunCodeOutcome:
     def logs(self) -> list[str]:
         if self.result.is_error or not isinstance(self.result.value, dict):
             return []
-        return list(self.result.value.get("logs", []))
+        logs = self.result.value.get("logs")
+        return [str(line) for line in logs] if isinstance(logs, list) else []
 
     def __repr__(self) -> str:
         status = "failed" if self.result.is_error else "ok"
