@@ -5,12 +5,25 @@ comm targets register, no global registry exists.
 """
 
 from .abort import AbortController, AbortSignal
+from .agent import (
+    Agent,
+    AgentResult,
+    AgentRun,
+    ChatModel,
+    OpenAIChatModel,
+    RequestAccounting,
+    RetryPolicy,
+    RunAccounting,
+    ScriptedModel,
+    run_agent,
+)
 from .errors import (
     CodeModeError,
     CodeRunFailedError,
     DshError,
     HookError,
     InvalidToolOutputError,
+    ModelError,
     RegistrationError,
     ToolAbortedError,
     ToolArgsError,
@@ -76,6 +89,9 @@ __all__ = [
     "AbortSignal",
     "Accept",
     "AdditionalContext",
+    "Agent",
+    "AgentResult",
+    "AgentRun",
     "AgentScope",
     "Allow",
     "Approval",
@@ -83,6 +99,7 @@ __all__ = [
     "Ask",
     "BindingError",
     "Block",
+    "ChatModel",
     "CodeModeError",
     "CodeRunFailedError",
     "CodeRunFailure",
@@ -102,10 +119,16 @@ __all__ = [
     "JsonValue",
     "JsonlSessionWriter",
     "Location",
+    "ModelError",
+    "OpenAIChatModel",
     "ReadLine",
     "ReadResultView",
     "RegistrationError",
     "RegistryChange",
+    "RequestAccounting",
+    "RetryPolicy",
+    "RunAccounting",
+    "ScriptedModel",
     "SearchFileMatches",
     "SearchMatch",
     "SearchResultView",
@@ -140,6 +163,7 @@ __all__ = [
     "enforce_timeouts",
     "iter_session",
     "read_session",
+    "run_agent",
     "snapshot_json",
 ]
 

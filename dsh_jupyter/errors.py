@@ -15,7 +15,15 @@ used inside the pipeline to carry a code to the failure it becomes::
     ├── ToolAbortedError          ABORTED / ABORTED_BEFORE_DISPATCH
     ├── ToolTimeoutError          TOOL_TIMEOUT           the opt-in timeout wrapper fired
     ├── HookError                 HOOK_FAILED            a policy hook raised
-    └── CodeModeError             CODE_MODE_UNAVAILABLE  code mode without a usable runtime
+    ├── CodeModeError             CODE_MODE_UNAVAILABLE  code mode without a usable runtime
+    ├── CodeRunFailedError        CODE_RUN_FAILED        a run_code program failed
+    ├── ModelConfigError          MODEL_CONFIG           missing or invalid model adapter settings
+    └── ModelError                MODEL_ERROR            a model request failed
+        ├── ModelHTTPError        MODEL_HTTP_ERROR       non-retryable status, or retries exhausted
+        ├── ModelUnavailableError MODEL_UNAVAILABLE      connection errors or timeouts, every retry
+        ├── ModelResponseError    MODEL_RESPONSE_INVALID not a chat completion (names the field)
+        ├── ScriptExhaustedError  SCRIPT_EXHAUSTED       a scripted model ran out of responses
+        └── ScriptMismatchError   SCRIPT_MISMATCH        a recorded response expects other tools
 
 A tool body may raise :class:`ToolError` (or any ``DshError``) to choose the
 code of its failure; any other exception becomes a failure without a code.
@@ -104,3 +112,51 @@ class CodeModeError(DshError):
 
 class CodeRunFailedError(DshError):
     default_code = "CODE_RUN_FAILED"
+
+
+class ModelConfigError(DshError):
+    default_code = "MODEL_CONFIG"
+
+
+class ModelError(DshError):
+    """A model request failed. ``attempts`` is how many HTTP requests were made."""
+
+    default_code = "MODEL_ERROR"
+
+    def __init__(self, message: str, *, attempts: int = 1) -> None:
+        super().__init__(message)
+        self.attempts = attempts
+
+
+class ModelHTTPError(ModelError):
+    default_code = "MODEL_HTTP_ERROR"
+
+    def __init__(self, message: str, *, status: int, attempts: int = 1) -> None:
+        super().__init__(message, attempts=attempts)
+        self.status = status
+
+
+class ModelUnavailableError(ModelError):
+    default_code = "MODEL_UNAVAILABLE"
+
+
+class ModelResponseError(ModelError):
+    """The response does not have the chat-completions shape: ``field`` is the path
+    of the first offending field (``""`` for the body itself)."""
+
+    default_code = "MODEL_RESPONSE_INVALID"
+
+    def __init__(self, field: str, problem: str, *, attempts: int = 1) -> None:
+        where = field or "the response body"
+        super().__init__(f"malformed chat-completions response: {where}: {problem}",
+                         attempts=attempts)
+        self.field = field
+        self.problem = problem
+
+
+class ScriptExhaustedError(ModelError):
+    default_code = "SCRIPT_EXHAUSTED"
+
+
+class ScriptMismatchError(ModelError):
+    default_code = "SCRIPT_MISMATCH"

@@ -2,9 +2,10 @@
 
 The registry emits ``tool/call`` and ``tool/result`` for top-level calls; Code
 Mode adds ``tool/code-dispatch-start`` and ``tool/code-dispatch`` for each
-sub-call of a ``run_code`` program. Events are plain JSON (TypedDicts with a
-``kind``), so a JSON Lines log replays into the same cards without running
-anything::
+sub-call of a ``run_code`` program; the agent loop adds ``agent/*`` events
+around them (see :mod:`dsh_jupyter.agent.events` for their order). Events are
+plain JSON (TypedDicts with a ``kind``), so a JSON Lines log replays into the
+same cards without running anything::
 
     with JsonlSessionWriter("session.jsonl") as writer:
         undo = registry.on_event(writer)
@@ -80,11 +81,81 @@ class CodeDispatchEvent(TypedDict):
     ended: float
 
 
+StopReason = Literal["answered", "step_limit", "aborted", "model_error"]
+
+
+class AgentRunStartEvent(TypedDict):
+    kind: Literal["agent/run-start"]
+    run_id: str
+    agent: str | None
+    mode: str
+    model: str
+    task: str
+    max_steps: int
+    time: float
+
+
+class AgentMessageEvent(TypedDict):
+    kind: Literal["agent/message"]
+    run_id: str
+    step: int
+    index: int
+    message: dict[str, Any]
+    time: float
+
+
+class AgentRequestEvent(TypedDict):
+    kind: Literal["agent/request"]
+    run_id: str
+    step: int
+    messages: int
+    tools: list[str]
+    sizes: dict[str, Any]
+    time: float
+
+
+class AgentResponseEvent(TypedDict):
+    kind: Literal["agent/response"]
+    run_id: str
+    step: int
+    finish_reason: str | None
+    tool_calls: list[str]
+    schedule: list[list[str]]
+    """Call ids grouped as they run: a group of several runs concurrently."""
+    prompt_tokens: int | None
+    completion_tokens: int | None
+    attempts: int
+    seconds: float
+    time: float
+
+
+class AgentRunEndEvent(TypedDict):
+    kind: Literal["agent/run-end"]
+    run_id: str
+    stop: StopReason | Literal["cancelled", "raised"]
+    """A result's stop reason; ``cancelled`` when the task was cancelled, ``raised``
+    when the loop raised (misuse, e.g. a scope disposed mid-run)."""
+    steps: int
+    tool_calls: int
+    sub_calls: int
+    wall_seconds: float
+    answer: str | None
+    error: NotRequired[ErrorJson]
+    time: float
+
+
+AgentEvent: TypeAlias = (
+    AgentRunStartEvent | AgentMessageEvent | AgentRequestEvent | AgentResponseEvent
+    | AgentRunEndEvent
+)
 SessionEvent: TypeAlias = (
-    ToolCallEvent | ToolResultEvent | CodeDispatchStartEvent | CodeDispatchEvent
+    ToolCallEvent | ToolResultEvent | CodeDispatchStartEvent | CodeDispatchEvent | AgentEvent
 )
 EventSink: TypeAlias = Callable[[SessionEvent], None]
-EVENT_KINDS = ("tool/call", "tool/result", "tool/code-dispatch-start", "tool/code-dispatch")
+AGENT_EVENT_KINDS = ("agent/run-start", "agent/message", "agent/request", "agent/response",
+                     "agent/run-end")
+EVENT_KINDS = ("tool/call", "tool/result", "tool/code-dispatch-start", "tool/code-dispatch",
+               *AGENT_EVENT_KINDS)
 
 
 class JsonlSessionWriter:

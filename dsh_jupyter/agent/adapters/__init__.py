@@ -1,0 +1,1 @@
+"""Model adapters: OpenAI-compatible HTTP, and a scripted model for offline runs."""

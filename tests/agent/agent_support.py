@@ -1,0 +1,131 @@
+"""A scripted OpenAI-compatible chat-completions server on 127.0.0.1, over real HTTP.
+
+Replies are queued in order; each request takes the next one. A reply is a JSON
+body (or raw bytes) with a status and headers, optionally delayed, or a dropped
+connection. Every request is recorded (path, headers, decoded JSON body).
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections import deque
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+
+@dataclass
+class Reply:
+    body: Any = None
+    status: int = 200
+    headers: Mapping[str, str] = field(default_factory=dict)
+    delay: float = 0.0
+    drop: bool = False
+
+
+@dataclass
+class Received:
+    path: str
+    headers: dict[str, str]
+    body: Any
+
+
+def completion(content: str | None = None, calls: Sequence[tuple[str, str, Any]] = (),
+               *, usage: tuple[int, int] | None = (100, 10)) -> dict[str, Any]:
+    """A chat-completions body; ``calls`` are ``(id, name, arguments)``, arguments an
+    object (sent as JSON text, as OpenAI does) or a string sent verbatim."""
+    message: dict[str, Any] = {"role": "assistant", "content": content}
+    if calls:
+        message["tool_calls"] = [
+            {"id": call_id, "type": "function",
+             "function": {"name": name,
+                          "arguments": args if isinstance(args, str) else json.dumps(args)}}
+            for call_id, name, args in calls]
+    body: dict[str, Any] = {
+        "id": "chatcmpl-test", "object": "chat.completion", "created": 0, "model": "test-model",
+        "choices": [{"index": 0, "message": message,
+                     "finish_reason": "tool_calls" if calls else "stop"}]}
+    if usage is not None:
+        body["usage"] = {"prompt_tokens": usage[0], "completion_tokens": usage[1],
+                         "total_tokens": sum(usage)}
+    return body
+
+
+class ChatServer:
+    def __init__(self) -> None:
+        self.replies: deque[Reply] = deque()
+        self.received: list[Received] = []
+        self.unexpected: list[str] = []
+        self._release = threading.Event()
+        self._lock = threading.Lock()
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
+        self._server.daemon_threads = True
+        self._thread = threading.Thread(target=self._server.serve_forever, args=(0.02,),
+                                        name="chat-server", daemon=True)
+
+    @property
+    def base_url(self) -> str:
+        host, port = self._server.server_address[:2]
+        return f"http://{host!s}:{port}/v1"
+
+    def reply(self, body: Any = None, **kw: Any) -> None:
+        self.replies.append(Reply(body=body, **kw))
+
+    def answer(self, content: str | None = None, calls: Sequence[tuple[str, str, Any]] = (),
+               **kw: Any) -> None:
+        self.reply(completion(content, calls), **kw)
+
+    def start(self) -> ChatServer:
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._release.set()
+        self._server.shutdown()
+        self._server.server_close()
+        self._thread.join(timeout=5)
+
+    def _next(self, received: Received) -> Reply | None:
+        with self._lock:
+            self.received.append(received)
+            return self.replies.popleft() if self.replies else None
+
+    def _handler(self) -> type[BaseHTTPRequestHandler]:
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, format: str, *args: Any) -> None:
+                return
+
+            def do_POST(self) -> None:
+                length = int(self.headers.get("Content-Length") or 0)
+                raw = self.rfile.read(length)
+                try:
+                    body = json.loads(raw)
+                except ValueError:
+                    body = raw
+                reply = server._next(Received(path=self.path, headers=dict(self.headers),
+                                              body=body))
+                if reply is None:
+                    server.unexpected.append(self.path)
+                    reply = Reply(status=500, body={"error": {"message": "no reply scripted"}})
+                if reply.delay:
+                    server._release.wait(reply.delay)
+                if reply.drop:
+                    self.close_connection = True
+                    return
+                payload = (reply.body if isinstance(reply.body, bytes)
+                           else json.dumps(reply.body).encode())
+                self.send_response(reply.status)
+                headers = {"Content-Type": "application/json", **reply.headers}
+                for name, value in headers.items():
+                    self.send_header(name, value)
+                self.send_header("Content-Length", str(len(payload)))
+                self.end_headers()
+                self.wfile.write(payload)
+
+        return Handler
