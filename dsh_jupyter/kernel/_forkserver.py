@@ -1,0 +1,243 @@
+"""The fork server: preloads IPython and ipykernel once, then forks one kernel per request.
+
+Run by the host as ``python -I _forkserver.py CONTROL_FD PROCTREE_PY INKERNEL_PY``
+(standard library plus what it preloads). At fork time it has no threads, no
+zmq context and no event loop; each child becomes a kernel in its own session,
+a child subreaper (orphans stay in its tree), dies with the server
+(``PR_SET_PDEATHSIG``), gets its own environment, working directory and
+resource limits, reseeds ``random``, and runs ``IPKernelApp`` on the connection
+file the host wrote. The debugger (debugpy) is left out: throwaway kernels are
+never debugged, and it would double the modules to load.
+
+The server is itself a subreaper and the parent of every kernel, so it is the
+one that signals, kills and reaps them: a PID it answers for is never reused
+behind the host's back. Control messages are JSON lines on a unix socket::
+
+    host -> server  {"op": "spawn", "id", "connection_file", "cwd", "env", "limits", "argv"}
+                    {"op": "signal", "id", "pid", "signum"}
+                    {"op": "kill", "id", "pid"}
+    server -> host  {"event": "ready", "pid"}
+                    {"id", "pid"} | {"id", "ok": bool} | {"id", "error"}
+                    {"event": "exit", "pid", "status"}   (status: exit code, or 128 + signal)
+
+A kill is immediate (SIGKILL to the kernel's process group); when the kernel is
+reaped, every other child of the server (processes that escaped the group with
+``setsid`` and were re-parented here) is frozen and killed with its tree. EOF
+on the control socket means the host is gone: the server kills every kernel and
+exits.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gc
+import importlib.util
+import json
+import os
+import select
+import signal
+import socket
+import sys
+import types
+from typing import Any
+
+PR_SET_PDEATHSIG = 1
+PR_SET_CHILD_SUBREAPER = 36
+INKERNEL_MODULE = "_dsh_jupyter_inkernel"
+INKERNEL_FILENAME = "<dsh_jupyter.inkernel>"
+PRELOAD = (
+    "ipykernel.kernelapp", "ipykernel.ipkernel", "ipykernel.zmqshell", "ipykernel.comm",
+    "ipykernel.debugger", "ipykernel.iostream", "ipykernel.heartbeat", "ipykernel.eventloops",
+    "comm", "IPython.core.completerlib", "IPython.core.debugger", "IPython.core.oinspect",
+    "IPython.extensions.storemagic", "IPython.utils.wildcard", "tornado.gen", "tornado.locks",
+    "tornado.queues", "tornado.platform.asyncio", "psutil", "pdb", "faulthandler", "resource",
+    "unicodedata", "encodings.idna", "random", "tempfile", "ctypes",
+)
+
+
+def _prctl(option: int, value: int) -> None:
+    with contextlib.suppress(Exception):
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(option, value, 0, 0, 0)
+
+
+def _load(name: str, path: str) -> types.ModuleType:
+    spec = importlib.util.spec_from_file_location(name, path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def _preload(inkernel_path: str) -> None:
+    sys.modules["debugpy"] = None  # type: ignore[assignment]  # no debugger in throwaway kernels
+    for name in PRELOAD:
+        with contextlib.suppress(Exception):
+            __import__(name)
+    module = types.ModuleType(INKERNEL_MODULE)
+    sys.modules[INKERNEL_MODULE] = module
+    with open(inkernel_path, encoding="utf-8") as file:
+        source = file.read()
+    exec(compile(source, INKERNEL_FILENAME, "exec"), module.__dict__)
+
+
+class Server:
+    def __init__(self, control: socket.socket, proctree: Any) -> None:
+        self.control = control
+        self.proctree = proctree
+        self.kernels: set[int] = set()
+        self.wake_read, wake_write = os.pipe()
+        os.set_blocking(self.wake_read, False)
+        os.set_blocking(wake_write, False)
+        self.wake_write = wake_write
+
+    def send(self, message: dict[str, Any]) -> None:
+        self.control.sendall(json.dumps(message).encode() + b"\n")
+
+    def serve(self) -> None:
+        signal.signal(signal.SIGCHLD, lambda *_: None)
+        signal.set_wakeup_fd(self.wake_write)
+        self.send({"event": "ready", "pid": os.getpid()})
+        buffer = b""
+        while True:
+            try:
+                readable, _, _ = select.select([self.control.fileno(), self.wake_read], [], [])
+            except InterruptedError:
+                continue
+            if self.wake_read in readable:
+                with contextlib.suppress(BlockingIOError):
+                    while os.read(self.wake_read, 4096):
+                        pass
+                self.reap()
+            if self.control.fileno() in readable:
+                data = self.control.recv(1 << 20)
+                if not data:
+                    self.shutdown()
+                    return
+                buffer += data
+                *lines, buffer = buffer.split(b"\n")
+                for line in lines:
+                    self.handle(json.loads(line))
+
+    def handle(self, request: dict[str, Any]) -> None:
+        op, request_id = request.get("op"), request.get("id")
+        try:
+            if op == "spawn":
+                self.send({"id": request_id, "pid": self.spawn(request)})
+            elif op == "signal":
+                if request["pid"] in self.kernels:
+                    os.kill(request["pid"], request["signum"])
+                self.send({"id": request_id, "ok": True})
+            elif op == "kill":
+                self.send({"id": request_id, "ok": self.kill(request["pid"])})
+            else:
+                self.send({"id": request_id, "error": f"unknown op {op!r}"})
+        except Exception as error:
+            self.send({"id": request_id, "error": f"{type(error).__name__}: {error}"})
+
+    def spawn(self, request: dict[str, Any]) -> int:
+        pid = os.fork()
+        if pid == 0:
+            try:
+                self.become_kernel(request)
+            finally:
+                os._exit(1)
+        self.kernels.add(pid)
+        return pid
+
+    def become_kernel(self, request: dict[str, Any]) -> None:
+        signal.set_wakeup_fd(-1)
+        for signum in (signal.SIGCHLD, signal.SIGINT, signal.SIGTERM):
+            signal.signal(signum, signal.SIG_DFL)
+        self.control.close()
+        os.close(self.wake_read)
+        os.close(self.wake_write)
+        os.setsid()
+        _prctl(PR_SET_CHILD_SUBREAPER, 1)
+        _prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+        null = os.open(os.devnull, os.O_RDWR)
+        for fd in (0, 1, 2):
+            os.dup2(null, fd)
+        os.close(null)
+        os.chdir(request["cwd"])
+        os.environ.clear()
+        os.environ.update(request["env"])
+        import resource
+
+        for name, value in request.get("limits", {}).items():
+            which = {"as": resource.RLIMIT_AS, "nofile": resource.RLIMIT_NOFILE}[name]
+            resource.setrlimit(which, (value, value))
+        import random
+        import tempfile
+
+        random.seed()
+        tempfile.tempdir = None
+        gc.unfreeze()
+        argv = ["-f", request["connection_file"], *request.get("argv", ())]
+        sys.argv = ["ipykernel_launcher", *argv]
+        from ipykernel.kernelapp import IPKernelApp
+
+        IPKernelApp.launch_instance(argv=argv)
+        os._exit(0)
+
+    def kill(self, pid: int) -> bool:
+        """SIGKILL the kernel and its process group now; the reap (and the sweep of what
+        escaped the group, now re-parented here) follows on SIGCHLD."""
+        if pid not in self.kernels:
+            return False
+        with contextlib.suppress(OSError):
+            os.killpg(pid, signal.SIGKILL)
+        with contextlib.suppress(OSError):
+            os.kill(pid, signal.SIGKILL)
+        return True
+
+    def reap(self) -> None:
+        reaped = False
+        while True:
+            try:
+                pid, raw = os.waitpid(-1, os.WNOHANG)
+            except ChildProcessError:
+                break
+            if pid == 0:
+                break
+            reaped = True
+            if pid in self.kernels:
+                self.kernels.discard(pid)
+                self.send({"event": "exit", "pid": pid, "status": _status(raw)})
+        if reaped:
+            self.kill_orphans()
+
+    def kill_orphans(self) -> None:
+        """Children that are not kernels re-parented here when their kernel died."""
+        me = os.getpid()
+        for stat in self.proctree.tree(me)[1:]:
+            if stat.ppid == me and stat.pid not in self.kernels:
+                self.proctree.kill_tree(stat.pid)
+
+    def shutdown(self) -> None:
+        for pid in list(self.kernels):
+            self.proctree.kill_tree(pid)
+        self.kill_orphans()
+        with contextlib.suppress(ChildProcessError):
+            while True:
+                os.waitpid(-1, 0)
+
+
+def _status(raw: int) -> int:
+    return 128 + os.WTERMSIG(raw) if os.WIFSIGNALED(raw) else os.WEXITSTATUS(raw)
+
+
+def main(argv: list[str]) -> None:
+    control = socket.socket(fileno=int(argv[0]))
+    proctree = _load("_dsh_jupyter_proctree", argv[1])
+    _preload(argv[2])
+    _prctl(PR_SET_CHILD_SUBREAPER, 1)
+    gc.collect()
+    gc.freeze()  # keep preloaded objects out of collections: fewer pages copied per kernel
+    Server(control, proctree).serve()
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

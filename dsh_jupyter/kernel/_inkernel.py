@@ -1,0 +1,499 @@
+"""The code that runs inside the throwaway kernel (standard library plus ``comm``).
+
+The host sends this file's *source* to the kernel (it is never imported from
+the package there, so a kernel without dsh-jupyter installed works too) and
+executes it as the module ``_dsh_jupyter_inkernel``. The host is the only peer:
+everything arrives over one comm whose target is :data:`TARGET_NAME`.
+
+Inside the program::
+
+    hits = await tools.search({"query": "kernels"})      # attribute access
+    page = await tools["fetch-page"](url=hits[0]["url"])  # any binding name
+    try:
+        await tools.delete({"id": 1})
+    except ToolCallError as error:
+        print(error.tool_name, error.message)
+
+Messages (the shapes are mirrored by ``dsh_jupyter.kernel.protocol``)::
+
+    kernel -> host  {"kind": "call", "id", "name", "args"}
+                    {"kind": "done", "ok": true, "value"}
+                    {"kind": "done", "ok": false, "error", "message"}
+    host -> kernel  {"kind": "result", "id", "ok": true, "value"}
+                    {"kind": "result", "id", "ok": false, "message"}
+
+A call awaits a future that the comm's ``on_msg`` handler resolves, so the
+program must await on the kernel's event loop (ipykernel >= 7.4 delivers comm
+messages to a cell that is awaiting; a thread-blocking wait would deadlock).
+"""
+
+from __future__ import annotations
+
+import ast
+import asyncio
+import builtins
+import contextlib
+import itertools
+import json
+import linecache
+import math
+import sys
+import threading
+import traceback
+import types
+from collections.abc import Callable, Mapping
+from typing import Any, Literal, TypedDict
+
+TARGET_NAME = "dsh_jupyter.tools"
+MODULE_NAME = "_dsh_jupyter_inkernel"
+SOURCE_FILENAME = "<dsh_jupyter.inkernel>"
+PROGRAM_FILENAME = "<program>"
+MIN_IPYKERNEL = (7, 4)
+OUTPUT_CHUNK = 64 * 1024
+
+JsonValue = Any  # the kernel side checks values at run time (see json_problem)
+
+
+class CallMessage(TypedDict):
+    kind: Literal["call"]
+    id: str
+    name: str
+    args: JsonValue
+
+
+class DoneOkMessage(TypedDict):
+    kind: Literal["done"]
+    ok: Literal[True]
+    value: JsonValue
+
+
+class DoneErrorMessage(TypedDict):
+    kind: Literal["done"]
+    ok: Literal[False]
+    error: Literal["exception", "invalid-output", "output-limit"]
+    message: str
+
+
+class ToolCallError(Exception):
+    """A tool call failed on the host; ``tool_name`` and ``message`` say which and why."""
+
+    def __init__(self, tool_name: str, message: str) -> None:
+        super().__init__(f"{tool_name}: {message}")
+        self.tool_name = tool_name
+        self.message = message
+
+
+class _Pending:
+    __slots__ = ("future", "loop", "name", "thread")
+
+    def __init__(self, name: str, loop: asyncio.AbstractEventLoop) -> None:
+        self.name = name
+        self.loop = loop
+        self.thread = threading.get_ident()
+        self.future: asyncio.Future[JsonValue] = loop.create_future()
+
+
+class Bridge:
+    """The kernel end of the tool calls: sends calls, resolves their futures from replies.
+
+    Calls travel over the comm unless the host offered a local socket (``carrier``)
+    and the kernel could connect to it; ``done`` always goes over the comm, so it
+    arrives on iopub after the program's output."""
+
+    def __init__(self, send: Callable[[dict[str, Any]], None]) -> None:
+        self._comm_send = send
+        self._send = send
+        self._pending: dict[str, _Pending] = {}
+        self._ids = itertools.count(1)
+        self._carrier: asyncio.Task[None] | None = None
+
+    async def call(self, name: str, args: JsonValue) -> JsonValue:
+        problem = json_problem(args)
+        if problem is not None:
+            raise TypeError(f"arguments for tool {name!r} are not JSON: {problem}")
+        call_id = str(next(self._ids))
+        pending = _Pending(name, asyncio.get_running_loop())
+        self._pending[call_id] = pending
+        try:
+            message: CallMessage = {"kind": "call", "id": call_id, "name": name, "args": args}
+            self._send(dict(message))
+            return await pending.future
+        finally:
+            self._pending.pop(call_id, None)
+
+    def on_msg(self, msg: Mapping[str, Any]) -> None:
+        """The comm's ``on_msg`` handler."""
+        content = msg.get("content") if isinstance(msg, Mapping) else None
+        data = content.get("data") if isinstance(content, Mapping) else None
+        if isinstance(data, Mapping) and data.get("kind") == "carrier":
+            path, token = data.get("path"), data.get("token")
+            if isinstance(path, str) and isinstance(token, str) and self._carrier is None:
+                self._carrier = asyncio.ensure_future(self._connect(path, token))
+            return
+        self.receive(data)
+
+    def receive(self, data: object) -> None:
+        """A message from the host: anything that is not a reply we wait for is ignored."""
+        if not isinstance(data, Mapping) or data.get("kind") != "result":
+            return
+        call_id = data.get("id")
+        pending = self._pending.get(call_id) if isinstance(call_id, str) else None
+        if pending is None:
+            return
+        if data.get("ok") is True:
+            settle: Callable[[], None] = _resolver(pending.future, data.get("value"))
+        else:
+            text = data.get("message")
+            error = ToolCallError(pending.name, text if isinstance(text, str) else "failed")
+            settle = _rejecter(pending.future, error)
+        if threading.get_ident() == pending.thread:
+            settle()  # ipykernel >= 7.4 dispatches comm messages on the awaiting loop
+        else:
+            pending.loop.call_soon_threadsafe(settle)
+
+    def done(self, message: DoneOkMessage | DoneErrorMessage) -> None:
+        self._comm_send(dict(message))
+
+    async def _connect(self, path: str, token: str) -> None:
+        """Switch calls to the host's unix socket: newline-delimited JSON, same shapes."""
+        try:
+            reader, writer = await asyncio.open_unix_connection(path, limit=1 << 30)
+        except OSError:
+            return  # stay on the comm
+        writer.write(token.encode() + b"\n")
+
+        def send_line(data: dict[str, Any]) -> None:
+            if writer.is_closing():
+                self._send = self._comm_send
+                self._comm_send(data)
+                return
+            writer.write(json.dumps(data, allow_nan=False, separators=(",", ":")).encode() + b"\n")
+
+        self._send = send_line
+        try:
+            while line := await reader.readline():
+                try:
+                    data = json.loads(line)
+                except ValueError:
+                    continue
+                self.receive(data)
+        finally:
+            self._send = self._comm_send
+            writer.close()
+
+
+def _resolver(future: asyncio.Future[JsonValue], value: JsonValue) -> Callable[[], None]:
+    def settle() -> None:
+        if not future.done():
+            future.set_result(value)
+
+    return settle
+
+
+def _rejecter(future: asyncio.Future[JsonValue], error: BaseException) -> Callable[[], None]:
+    def settle() -> None:
+        if not future.done():
+            future.set_exception(error)
+
+    return settle
+
+
+class Tool:
+    """One binding: ``await tool(args)`` or ``await tool(key=value, ...)``."""
+
+    __slots__ = ("_bridge", "name")
+
+    def __init__(self, bridge: Bridge, name: str) -> None:
+        self._bridge = bridge
+        self.name = name
+
+    async def __call__(self, args: JsonValue = None, /, **kwargs: JsonValue) -> JsonValue:
+        if kwargs:
+            if args is not None:
+                raise TypeError(f"tool {self.name!r} takes an argument object or keywords")
+            args = kwargs
+        elif args is None:
+            args = {}
+        return await self._bridge.call(self.name, args)
+
+    def __repr__(self) -> str:
+        return f"<tool {self.name!r}>"
+
+
+class Tools:
+    """The ``tools`` namespace of one run: ``tools.name(...)`` or ``tools["any-name"](...)``."""
+
+    __slots__ = ("_tools",)
+
+    def __init__(self, bridge: Bridge, names: list[str]) -> None:
+        self._tools = {name: Tool(bridge, name) for name in names}
+
+    def __getitem__(self, name: str) -> Tool:
+        tool = self._tools.get(name)
+        if tool is None:
+            raise KeyError(self._unknown(name))
+        return tool
+
+    def __getattr__(self, name: str) -> Tool:
+        if name.startswith("__"):
+            raise AttributeError(name)
+        tool = self._tools.get(name)
+        if tool is None:
+            raise AttributeError(self._unknown(name))
+        return tool
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._tools
+
+    def __dir__(self) -> list[str]:
+        return sorted(self._tools)
+
+    def __repr__(self) -> str:
+        return f"<tools: {', '.join(sorted(self._tools)) or 'none'}>"
+
+    def _unknown(self, name: str) -> str:
+        known = ", ".join(repr(n) for n in sorted(self._tools)) or "none"
+        return f"no tool named {name!r} in this run; known tools: {known}"
+
+
+def json_problem(value: object) -> str | None:
+    """Why ``value`` is not lossless JSON (naming the type and path), or ``None``."""
+    # Paths are linked (parent, key) pairs, rendered only for the problem found.
+    stack: list[tuple[object, _Path]] = [(value, None)]
+    active: set[int] = set()
+    exits: list[int] = []
+    while stack:
+        item, path = stack.pop()
+        if item is _EXIT:
+            active.discard(exits.pop())
+            continue
+        cls = type(item)
+        if item is None or cls is bool or cls is int or cls is str:
+            continue
+        if cls is float:
+            number: float = item  # type: ignore[assignment]
+            if math.isnan(number) or math.isinf(number):
+                return f"{_where(path)} is {number!r}, which is not JSON"
+            if number == 0.0 and math.copysign(1.0, number) < 0:
+                return f"{_where(path)} is -0.0, which does not survive JSON"
+            continue
+        if cls is dict or cls is list:
+            if id(item) in active:
+                return f"{_where(path)} is part of a reference cycle"
+            active.add(id(item))
+            exits.append(id(item))
+            stack.append((_EXIT, path))
+            if cls is dict:
+                for key, child in reversed(list(item.items())):  # type: ignore[attr-defined]
+                    if type(key) is not str:
+                        return (f"{_where(path)} has a key of type {type(key).__name__}:"
+                                " keys must be str")
+                    stack.append((child, (path, key)))
+            else:
+                children: list[object] = item  # type: ignore[assignment]
+                for index in reversed(range(len(children))):
+                    stack.append((children[index], (path, index)))
+            continue
+        if cls is tuple:
+            return f"{_where(path)} is a tuple, which is not a JSON array: use a list"
+        return f"{_where(path)} is of type {cls.__name__}, which is not JSON"
+    return None
+
+
+_Path = tuple[Any, "str | int"] | None
+
+
+def _where(path: _Path) -> str:
+    keys: list[str | int] = []
+    while path is not None:
+        path, key = path
+        keys.append(key)
+    if not keys:
+        return "the value"
+    text = ""
+    for key in reversed(keys):
+        text += f"[{key}]" if isinstance(key, int) else (f".{key}" if text else key)
+    return f"at {text}"
+
+
+_EXIT = object()
+
+
+def compile_program(source: str) -> types.CodeType:
+    """Compile ``source`` as the body of an async function, keeping its line numbers."""
+    tree = ast.parse(source, PROGRAM_FILENAME, "exec")
+    body: list[ast.stmt] = tree.body or [ast.Pass(lineno=1, col_offset=0)]
+    function = ast.AsyncFunctionDef(
+        name="<module>",
+        args=ast.arguments(
+            posonlyargs=[], args=[], vararg=None, kwonlyargs=[], kw_defaults=[], kwarg=None,
+            defaults=[],
+        ),
+        body=body,
+        decorator_list=[],
+        returns=None,
+        lineno=1,
+        col_offset=0,
+    )
+    module = ast.Module(body=[function], type_ignores=[])
+    ast.fix_missing_locations(module)
+    code = compile(module, PROGRAM_FILENAME, "exec", dont_inherit=True)
+    linecache.cache[PROGRAM_FILENAME] = (
+        len(source), None, source.splitlines(keepends=True), PROGRAM_FILENAME,
+    )
+    return code
+
+
+def format_exception(error: BaseException) -> str:
+    """The traceback of ``error`` without this module's frames (the program's own remain)."""
+    summary = traceback.TracebackException.from_exception(error)
+    seen: set[int] = set()
+    queue: list[traceback.TracebackException] = [summary]
+    while queue:
+        current = queue.pop()
+        if id(current) in seen:
+            continue
+        seen.add(id(current))
+        current.stack = traceback.StackSummary.from_list(
+            [frame for frame in current.stack if frame.filename != SOURCE_FILENAME]
+        )
+        queue.extend(e for e in (current.__cause__, current.__context__) if e is not None)
+    return "".join(summary.format()).rstrip("\n")
+
+
+def patch_flush(stream: Any) -> None:
+    """Make ``stream.flush()`` return at once when nothing is buffered: ipykernel flushes
+    both streams after *every* shell message (comm replies included), and each flush
+    of an ``OutStream`` is a round trip to the IOPub thread."""
+    flush: Callable[[], Any] | None = getattr(stream, "flush", None)
+    if flush is None or getattr(flush, "_dsh_quick", False):
+        return
+
+    def quick_flush() -> Any:
+        if _has_pending_output(stream):
+            return flush()
+        return None
+
+    quick_flush._dsh_quick = True  # type: ignore[attr-defined]
+    with contextlib.suppress(AttributeError, TypeError):
+        stream.flush = quick_flush
+
+
+def patch_write(stream: Any) -> None:
+    """Split big writes and flush every :data:`OUTPUT_CHUNK` characters, so no stream
+    message grows huge (the host caps message size and counts output line by line).
+    Installed per run: IPython wraps and restores ``write`` around every cell."""
+    write: Callable[[str], Any] | None = getattr(stream, "write", None)
+    if write is None:
+        return
+    pending = [0]
+
+    def chunked_write(text: str) -> Any:
+        if not isinstance(text, str) or len(text) + pending[0] < OUTPUT_CHUNK:
+            pending[0] += len(text) if isinstance(text, str) else 0
+            return write(text)
+        for start in range(0, len(text), OUTPUT_CHUNK):
+            piece = text[start:start + OUTPUT_CHUNK]
+            write(piece)
+            pending[0] += len(piece)
+            if pending[0] >= OUTPUT_CHUNK:
+                pending[0] = 0
+                stream.flush()
+        return len(text)
+
+    with contextlib.suppress(AttributeError, TypeError):
+        stream.write = chunked_write
+
+
+class Runtime:
+    """Per-kernel state: the comm, its bridge, and :meth:`run` for the one program."""
+
+    def __init__(self, send: Callable[[dict[str, Any]], None]) -> None:
+        self.bridge = Bridge(send)
+
+    async def run(self, names: list[str], source: str, max_output_bytes: int) -> None:
+        """Run ``source`` with ``tools`` for ``names``; always ends with one ``done`` message."""
+        tools = Tools(self.bridge, names)
+        patch_write(sys.stdout)
+        patch_write(sys.stderr)
+        try:
+            code = compile_program(source)
+            namespace: dict[str, Any] = {
+                "__name__": "__main__",
+                "__builtins__": builtins,
+                "tools": tools,
+                "ToolCallError": ToolCallError,
+                "asyncio": asyncio,
+            }
+            exec(code, namespace)
+            program = namespace.pop("<module>")
+            value = await program()
+        except BaseException as error:  # the program's failure is data, whatever it is
+            self._finish({
+                "kind": "done", "ok": False, "error": "exception",
+                "message": format_exception(error),
+            })
+            return
+        problem = json_problem(value)
+        if problem is not None:
+            self._finish({
+                "kind": "done", "ok": False, "error": "invalid-output",
+                "message": f"the program's return value is not lossless JSON: {problem}",
+            })
+            return
+        size = len(json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode(
+            "utf-8", "surrogatepass"))
+        if size > max_output_bytes:
+            self._finish({
+                "kind": "done", "ok": False, "error": "output-limit",
+                "message": f"the return value is {size} bytes of JSON, over the {max_output_bytes}"
+                " byte output limit",
+            })
+            return
+        self._finish({"kind": "done", "ok": True, "value": value})
+
+    def _finish(self, message: DoneOkMessage | DoneErrorMessage) -> None:
+        # Flush first: stream messages then precede "done" on iopub.
+        for stream in (sys.stdout, sys.stderr):
+            with contextlib.suppress(Exception):
+                stream.flush()
+        self.bridge.done(message)
+
+
+def _has_pending_output(stream: Any) -> bool:
+    """Whether an ipykernel ``OutStream`` holds unsent text (any other stream: assume so).
+    A flush costs a round trip to the IOPub thread, so skip it when there is nothing."""
+    buffers = getattr(stream, "_buffers", None)
+    if not isinstance(buffers, Mapping):
+        return True
+    try:
+        return any(buffer.tell() for buffer in list(buffers.values()))
+    except Exception:
+        return True
+
+
+def check_ipykernel() -> None:
+    """Fail clearly on an ipykernel that cannot deliver comm replies to an awaiting cell."""
+    module = sys.modules.get("ipykernel")
+    version = getattr(module, "__version__", None) if module is not None else None
+    if not isinstance(version, str):
+        return  # not ipykernel: the kernel is trusted to deliver comm messages mid-cell
+    parts = tuple(int(p) for p in version.split(".")[:2] if p.isdigit())
+    if parts < MIN_IPYKERNEL:
+        raise RuntimeError(
+            f"dsh-jupyter needs ipykernel >= 7.4 in the kernel (found {version}): older versions"
+            " do not deliver comm replies to an awaiting cell"
+        )
+
+
+def start() -> Runtime:
+    """Open the comm to the host (its ``comm_open`` tells the host which comm to trust)."""
+    check_ipykernel()
+    from comm import create_comm
+
+    patch_flush(sys.stdout)
+    patch_flush(sys.stderr)
+    comm = create_comm(target_name=TARGET_NAME, data={"kind": "hello", "protocol": 1})
+    runtime = Runtime(lambda data: comm.send(data))
+    comm.on_msg(runtime.bridge.on_msg)
+    return runtime

@@ -1,0 +1,102 @@
+"""The keeper: a tiny parent for a stock-launched local kernel (standard library only).
+
+Run as ``python -I -S -c <this source> [--as BYTES] [--nofile N] -- KERNEL_ARGV...``.
+It makes itself a child *subreaper* (``PR_SET_CHILD_SUBREAPER``), so every
+orphan the kernel leaves behind (``start_new_session`` children, double forks)
+re-parents to it rather than to init; it starts the kernel with the resource
+limits applied, ignores SIGINT (jupyter-client interrupts the whole process
+group) and, when the kernel exits, kills whatever is left and exits with the
+kernel's status (``128 + signal`` when the kernel died of a signal). The host
+walks the keeper's tree to account CPU and to kill everything at once.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import sys
+
+PR_SET_CHILD_SUBREAPER = 36
+
+
+def _set_subreaper() -> None:
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+    except Exception:  # not Linux: the host still kills the process group
+        pass
+
+
+def _children() -> list[int]:
+    me = os.getpid()
+    found: list[int] = []
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/stat", "rb") as file:
+                raw = file.read()
+        except OSError:
+            continue
+        fields = raw[raw.rfind(b")") + 2:].split()
+        if len(fields) > 1 and int(fields[1]) == me:
+            found.append(int(name))
+    return found
+
+
+def _kill_remaining() -> None:
+    while True:
+        for pid in _children():
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGKILL)
+        try:
+            os.waitpid(-1, 0)
+        except ChildProcessError:
+            return
+        except InterruptedError:
+            continue
+
+
+def main(argv: list[str]) -> int:
+    limits: list[tuple[int, int]] = []
+    import resource
+
+    while argv and argv[0] != "--":
+        option, value = argv[0], int(argv[1])
+        argv = argv[2:]
+        if option == "--as":
+            limits.append((resource.RLIMIT_AS, value))
+        elif option == "--nofile":
+            limits.append((resource.RLIMIT_NOFILE, value))
+    command = argv[1:]
+    _set_subreaper()
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    kernel = os.fork()
+    if kernel == 0:
+        try:
+            signal.signal(signal.SIGINT, signal.SIG_DFL)
+            for which, value in limits:
+                resource.setrlimit(which, (value, value))
+            os.execvp(command[0], command)
+        finally:
+            os._exit(127)
+    status = 0
+    while True:
+        try:
+            pid, raw = os.waitpid(-1, 0)
+        except ChildProcessError:
+            break
+        except InterruptedError:
+            continue
+        if pid == kernel:
+            status = 128 + os.WTERMSIG(raw) if os.WIFSIGNALED(raw) else os.WEXITSTATUS(raw)
+            _kill_remaining()
+            break
+    return status
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

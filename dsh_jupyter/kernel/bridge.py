@@ -1,0 +1,160 @@
+"""The host end of one run's tool calls: validate, dispatch to bindings, reply.
+
+The kernel is hostile, so every message is checked (see ``protocol``): junk
+without an id is dropped; a call that cannot be served (unknown name, arguments
+that are not lossless JSON, too large, too many in flight) is answered with an
+error; a call reusing the id of a call still in flight is dropped. Each valid
+call runs its binding in its own task, so calls overlap when the program
+gathers them; how much they overlap is the bindings' business.
+
+Quiescence: when the run ends, :meth:`Bridge.stop` stops dispatching and
+replying and fires :func:`run_signal` for the calls in flight; :meth:`Bridge.drain`
+waits for them to finish. Bindings are cooperative: they are never cancelled, so
+a run returns only after every binding call it started has returned, and no binding is called
+after that.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import contextvars
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
+
+from ..abort import AbortController, AbortSignal
+from ..json_value import JsonValue, NotJsonError, snapshot_json
+from ..runtime import Binding, BindingError
+from .protocol import (
+    CallMessage,
+    DoneErrorMessage,
+    DoneOkMessage,
+    HostMessage,
+    Malformed,
+    parse_kernel_message,
+    result_error,
+    result_ok,
+)
+
+_RUN_SIGNAL: contextvars.ContextVar[AbortSignal] = contextvars.ContextVar("dsh_kernel_run_signal")
+
+
+def run_signal() -> AbortSignal:
+    """Inside a binding called by a kernel run: a signal that fires when that run ends
+    (result, failure, abort or disposal). Outside one: a signal that never fires."""
+    return _RUN_SIGNAL.get(AbortSignal.never())
+
+
+class Bridge:
+    """Answers the calls of one run with ``bindings``; ``send`` carries replies to the kernel."""
+
+    def __init__(self, bindings: Mapping[str, Binding], send: Callable[[HostMessage], None], *,
+                 max_pending_calls: int, max_call_bytes: int) -> None:
+        self._bindings = dict(bindings)
+        self._send = send
+        self._max_pending = max_pending_calls
+        self._max_call_bytes = max_call_bytes
+        self._inflight: dict[str, asyncio.Task[None]] = {}
+        self._end = AbortController()
+        self._context = contextvars.copy_context()
+        self._context.run(_RUN_SIGNAL.set, self._end.signal)
+        self._closed = False
+        self.calls_started = 0
+        self.dropped = 0
+
+    @property
+    def in_flight(self) -> int:
+        return len(self._inflight)
+
+    def receive(self, data: object, size: int) -> DoneOkMessage | DoneErrorMessage | None:
+        """Handle one message from the kernel (``size`` is its encoded size in bytes).
+        Returns the ``done`` message if this was one; calls are dispatched."""
+        if self._closed:
+            return None
+        message = parse_kernel_message(data)
+        if isinstance(message, Malformed):
+            if message.call_id is not None and message.call_id not in self._inflight:
+                self._reply(result_error(message.call_id, f"malformed call: {message.problem}"))
+            else:
+                self.dropped += 1
+            return None
+        if message["kind"] == "done":
+            return message
+        self._dispatch(message, size)
+        return None
+
+    def _dispatch(self, call: CallMessage, size: int) -> None:
+        call_id, name = call["id"], call["name"]
+        if call_id in self._inflight:
+            self.dropped += 1  # a duplicate id: answering would settle the first call
+            return
+        problem: str | None = None
+        binding = self._bindings.get(name)
+        if binding is None:
+            known = ", ".join(repr(n) for n in sorted(self._bindings)) or "none"
+            problem = f"no tool named {name[:80]!r} in this run; known tools: {known}"
+        elif size > self._max_call_bytes:
+            problem = f"the call is {size} bytes, over the {self._max_call_bytes} byte limit"
+        elif len(self._inflight) >= self._max_pending:
+            problem = f"too many calls in flight (limit {self._max_pending})"
+        if problem is not None or binding is None:
+            self._reply(result_error(call_id, problem or "unavailable"))
+            return
+        try:
+            args = snapshot_json(call["args"], freeze=False)
+        except (NotJsonError, RecursionError) as error:
+            self._reply(result_error(call_id, f"arguments are not lossless JSON: {error}"))
+            return
+        self.calls_started += 1
+        task = asyncio.create_task(self._answer(call_id, binding, args), context=self._context)
+        self._inflight[call_id] = task
+        task.add_done_callback(lambda _task: self._inflight.pop(call_id, None))
+
+    async def _answer(self, call_id: str, binding: Binding, args: JsonValue) -> None:
+        try:
+            value = await binding(args)
+        except BindingError as error:
+            self._reply(result_error(call_id, error.message))
+            return
+        except asyncio.CancelledError:
+            self._reply(result_error(call_id, "the call was cancelled"))
+            raise
+        except Exception as error:
+            self._reply(result_error(call_id, str(error) or type(error).__name__))
+            return
+        try:
+            result = snapshot_json(value, freeze=False)
+        except (NotJsonError, RecursionError) as error:
+            self._reply(result_error(call_id, f"the tool's value is not lossless JSON: {error}"))
+            return
+        self._reply(result_ok(call_id, result))
+
+    def _reply(self, message: HostMessage) -> None:
+        if not self._closed:
+            # A failed send means the kernel is gone: the watchdog ends the run.
+            with contextlib.suppress(Exception):
+                self._send(message)
+
+    def stop(self, reason: str) -> None:
+        """Stop dispatching and replying; fire :func:`run_signal` for calls in flight."""
+        self._closed = True
+        self._end.abort(reason)
+
+    async def drain(self) -> None:
+        """Wait (without cancelling them) until no binding call is in flight."""
+        await wait_quietly(set(self._inflight.values()))
+
+
+async def wait_quietly(tasks: Iterable[asyncio.Future[Any]]) -> None:
+    """Wait for ``tasks`` without cancelling them, even if the waiter is cancelled
+    (the cancellation is re-raised once they are done)."""
+    cancelled = False
+    tasks = set(tasks)
+    while tasks:
+        try:
+            await asyncio.wait(tasks)
+        except asyncio.CancelledError:
+            cancelled = True
+        tasks = {task for task in tasks if not task.done()}
+    if cancelled:
+        raise asyncio.CancelledError

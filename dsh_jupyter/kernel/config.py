@@ -1,0 +1,121 @@
+"""Configuration of :class:`~dsh_jupyter.kernel.KernelRuntime`: budgets, launch, hygiene."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Literal
+
+MiB = 1024 * 1024
+
+DEFAULT_ENV_ALLOW: tuple[str, ...] = ("PATH", "LANG", "LANGUAGE", "LC_*", "TZ")
+"""Host variables a kernel may inherit. A trailing ``*`` matches a prefix."""
+
+Launcher = Literal["auto", "fork", "stock"]
+Carrier = Literal["comm", "socket"]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class KernelRuntimeConfig:
+    """How kernels are started, what a run may spend, and what a kernel may see.
+
+    Budgets (per run):
+
+    - ``compute_seconds``: CPU time of the kernel's process tree while the
+      program runs (local kernels; remote kernels only get the wall budget).
+    - ``wall_seconds``: elapsed time from hand-out of the kernel to the result.
+    - ``max_output_bytes``: UTF-8 bytes of the JSON encoding of every log entry
+      plus the return value (compact JSON). Over it, the run fails with
+      ``output-limit`` and keeps the log entries that fit.
+    - ``memory_bytes`` / ``open_files``: optional RLIMIT_AS / RLIMIT_NOFILE of
+      local kernels (a program over the memory cap gets ``MemoryError``).
+
+    Launch:
+
+    - ``kernel_name``: a kernelspec name; ``None`` means the host's Python with
+      ipykernel (checked to be >= 7.4).
+    - ``provisioner``: a ``jupyter_client.kernel_provisioners`` entry point name
+      overriding the kernelspec's choice.
+    - ``launcher``: ``"fork"`` forks kernels from a preloaded server (default
+      kernel only), ``"stock"`` launches through jupyter-client, ``"auto"``
+      picks ``"fork"`` when it applies.
+    - ``pool_size``: kernels started ahead of need; each still serves one run.
+    - ``carrier``: ``"comm"`` (always works) or ``"socket"``, an opt-in local
+      unix socket negotiated over the comm (falls back to the comm when the
+      kernel cannot reach it).
+
+    Hygiene: kernels see only the host variables named by ``env_allow`` plus
+    ``extra_env``; HOME, IPYTHONDIR and TMPDIR point into a per-run temporary
+    directory that is removed after the run.
+    """
+
+    kernel_name: str | None = None
+    provisioner: str | None = None
+    launcher: Launcher = "auto"
+    pool_size: int = 1
+    carrier: Carrier = "comm"
+    compute_seconds: float = 60.0
+    wall_seconds: float = 600.0
+    max_output_bytes: int = 64 * MiB
+    memory_bytes: int | None = None
+    open_files: int | None = None
+    startup_seconds: float = 60.0
+    interrupt_grace_seconds: float = 0.5
+    max_pending_calls: int = 1024
+    max_call_bytes: int = 16 * MiB
+    env_allow: tuple[str, ...] = DEFAULT_ENV_ALLOW
+    extra_env: Mapping[str, str] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        for name in ("compute_seconds", "wall_seconds", "startup_seconds"):
+            _require_positive(name, getattr(self, name))
+        if not (math.isfinite(self.interrupt_grace_seconds) and self.interrupt_grace_seconds >= 0):
+            raise ValueError("interrupt_grace_seconds must be a finite number >= 0")
+        for name in ("max_output_bytes", "max_pending_calls", "max_call_bytes"):
+            _require_count(name, getattr(self, name), minimum=1)
+        _require_count("pool_size", self.pool_size, minimum=0)
+        if self.memory_bytes is not None:
+            _require_count("memory_bytes", self.memory_bytes, minimum=16 * MiB)
+        if self.open_files is not None:
+            _require_count("open_files", self.open_files, minimum=16)
+        if self.launcher not in ("auto", "fork", "stock"):
+            raise ValueError(f"launcher must be 'auto', 'fork' or 'stock', not {self.launcher!r}")
+        if self.carrier not in ("comm", "socket"):
+            raise ValueError(f"carrier must be 'comm' or 'socket', not {self.carrier!r}")
+        if self.launcher == "fork" and self.kernel_name is not None:
+            raise ValueError("launcher='fork' forks the host's Python: leave kernel_name unset")
+        if self.launcher == "fork" and self.provisioner is not None:
+            raise ValueError("launcher='fork' does not use a provisioner: leave provisioner unset")
+        for label, value in (("kernel_name", self.kernel_name), ("provisioner", self.provisioner)):
+            if value is not None and (not isinstance(value, str) or not value):
+                raise ValueError(f"{label} must be a non-empty string or None")
+        allow: object = self.env_allow
+        if not isinstance(allow, tuple | list) or not all(isinstance(n, str) and n for n in allow):
+            raise ValueError("env_allow must be a tuple of variable names (or 'PREFIX*')")
+        extra = dict(self.extra_env)
+        if not all(isinstance(k, str) and k and "=" not in k and isinstance(v, str)
+                   for k, v in extra.items()):
+            raise ValueError("extra_env must map variable names to strings")
+        object.__setattr__(self, "env_allow", tuple(self.env_allow))
+        object.__setattr__(self, "extra_env", MappingProxyType(extra))
+
+    @property
+    def uses_fork(self) -> bool:
+        """Whether kernels come from the fork server."""
+        return self.launcher == "fork" or (
+            self.launcher == "auto" and self.kernel_name is None and self.provisioner is None
+        )
+
+
+def _require_positive(name: str, value: object) -> None:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not (
+        math.isfinite(value) and value > 0
+    ):
+        raise ValueError(f"{name} must be a finite number > 0, not {value!r}")
+
+
+def _require_count(name: str, value: object, *, minimum: int) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise ValueError(f"{name} must be an int >= {minimum}, not {value!r}")

@@ -1,0 +1,245 @@
+"""Starting kernels: the :class:`KernelProcess` seam and the stock jupyter-client launch.
+
+A :class:`KernelProcess` is one started kernel: where to connect, and how to
+interrupt, watch and kill it. :class:`StockLauncher` starts any kernelspec
+through ``AsyncKernelManager`` and its provisioner; for local kernels it wraps
+the command in the keeper (see ``_keeper.py``) so the kernel's whole process
+tree can be accounted and killed. Remote provisioners get no wrapper and no
+process tree: they are watched with ``is_alive`` and limited by wall time.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib.metadata
+import signal
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any, Protocol
+
+import zmq.asyncio
+from jupyter_client.kernelspec import KernelSpec, KernelSpecManager
+from jupyter_client.manager import AsyncKernelManager
+from jupyter_client.provisioning.local_provisioner import LocalProvisioner
+
+from ..errors import CodeModeError
+from . import proctree
+from .config import KernelRuntimeConfig
+from .workspace import Workspace
+
+DEFAULT_KERNEL_NAME = "dsh-jupyter-python"
+KERNEL_ARGS = ("--HistoryManager.enabled=False", "--IPKernelApp.quiet=True")
+MIN_IPYKERNEL = (7, 4)
+
+
+class KernelProcess(Protocol):
+    """One started kernel. ``kill`` is idempotent and returns once nothing of it is left."""
+
+    @property
+    def connection_info(self) -> dict[str, Any]: ...
+
+    @property
+    def root_pid(self) -> int | None:
+        """Root of the local process tree to account and kill; ``None`` for remote kernels."""
+
+    async def is_alive(self) -> bool: ...
+
+    def exit_reason(self) -> str:
+        """Why the kernel is gone (exit status or signal), once ``is_alive`` said False."""
+
+    async def interrupt(self) -> None: ...
+
+    async def kill(self) -> None:
+        """Stop the kernel for good: after this returns it runs no more code."""
+
+    async def wait_gone(self) -> None:
+        """After :meth:`kill`: wait until the kernel and its process tree are reaped."""
+
+
+class KernelLauncher(Protocol):
+    """Starts kernels in a workspace with a given environment. ``preloads_runtime``: its
+    kernels already hold ``_inkernel`` (only ``start()`` is left to call)."""
+
+    @property
+    def preloads_runtime(self) -> bool: ...
+
+    async def start(self, workspace: Workspace, env: dict[str, str]) -> KernelProcess: ...
+
+    async def close(self) -> None:
+        """Release what the launcher holds (a fork server, ...); kernels are killed by owners."""
+
+
+def check_host_ipykernel() -> None:
+    """Raise :class:`CodeModeError` unless the host's ipykernel is >= 7.4."""
+    try:
+        version = importlib.metadata.version("ipykernel")
+    except importlib.metadata.PackageNotFoundError:
+        raise CodeModeError("the kernel runtime needs ipykernel >= 7.4: it is not installed") \
+            from None
+    parts = tuple(int(p) for p in version.split(".")[:2] if p.isdigit())
+    if parts < MIN_IPYKERNEL:
+        raise CodeModeError(
+            f"the kernel runtime needs ipykernel >= 7.4 (found {version}): older versions do not"
+            " deliver comm replies to a cell that awaits them"
+        )
+
+
+def describe_status(code: int | None) -> str:
+    """A kernel exit status as words (the keeper reports death by signal N as 128 + N)."""
+    if code is None:
+        return "the kernel died"
+    if code < 0 or code > 128:
+        number = -code if code < 0 else code - 128
+        try:
+            name = signal.Signals(number).name
+        except ValueError:
+            name = f"signal {number}"
+        hint = " (out of memory?)" if name == "SIGKILL" else ""
+        return f"the kernel was killed by {name}{hint}"
+    return f"the kernel exited with status {code}"
+
+
+class _SpecManager(KernelSpecManager):
+    """Serves the default spec (the host's Python) and applies the provisioner override."""
+
+    def __init__(self, *, provisioner: str | None, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self._provisioner = provisioner
+
+    def get_kernel_spec(self, kernel_name: str) -> KernelSpec:
+        if kernel_name == DEFAULT_KERNEL_NAME:
+            spec = KernelSpec(
+                argv=[sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}",
+                      *KERNEL_ARGS],
+                display_name="Python (dsh-jupyter)",
+                language="python",
+                interrupt_mode="signal",
+                metadata={},
+            )
+        else:
+            spec = super().get_kernel_spec(kernel_name)
+        if self._provisioner is not None:
+            spec.metadata = {
+                **spec.metadata,
+                "kernel_provisioner": {"provisioner_name": self._provisioner, "config": {}},
+            }
+        return spec
+
+
+class _KeptKernelManager(AsyncKernelManager):
+    """Prefixes local kernel commands with the keeper and its resource limits."""
+
+    keeper_args: tuple[str, ...] = ()
+
+    def format_kernel_cmd(self, extra_arguments: list[str] | None = None) -> list[str]:
+        command: list[str] = super().format_kernel_cmd(extra_arguments)
+        if isinstance(self.provisioner, LocalProvisioner):
+            keeper = (Path(__file__).parent / "_keeper.py").read_text(encoding="utf-8")
+            return [sys.executable, "-I", "-S", "-c", keeper, *self.keeper_args, "--", *command]
+        return command
+
+
+class StockKernel:
+    """A kernel started by jupyter-client (see :class:`KernelProcess`)."""
+
+    def __init__(self, manager: _KeptKernelManager, *, local: bool) -> None:
+        self._manager = manager
+        self._local = local
+        self._process: subprocess.Popen[bytes] | None = getattr(
+            manager.provisioner, "process", None)
+        self._killed = False
+        self._reaped = False
+        self._status: int | None = None
+
+    @property
+    def connection_info(self) -> dict[str, Any]:
+        return dict(self._manager.get_connection_info(session=False))
+
+    @property
+    def root_pid(self) -> int | None:
+        return self._process.pid if self._local and self._process is not None else None
+
+    async def is_alive(self) -> bool:
+        if self._killed:
+            return False
+        if self._process is not None:
+            self._status = self._process.poll()
+            return self._status is None
+        alive: bool = await self._manager.is_alive()
+        return alive
+
+    def exit_reason(self) -> str:
+        return describe_status(self._status)
+
+    async def interrupt(self) -> None:
+        if not self._killed:
+            await self._manager.interrupt_kernel()
+
+    async def kill(self) -> None:
+        self._killed = True  # from now on the kernel counts as gone
+        if self._reaped:
+            return
+        manager = self._manager
+        if self._process is not None:
+            proctree.kill_tree(self._process.pid)
+            await _reap(self._process)
+            if manager.provisioner is not None:
+                await manager.provisioner.wait()
+        else:
+            await manager.shutdown_kernel(now=True)
+        await manager.cleanup_resources()
+        self._reaped = True
+
+    async def wait_gone(self) -> None:
+        return None  # kill already reaped the whole tree
+
+
+async def _reap(process: subprocess.Popen[bytes]) -> None:
+    # SIGKILL lands within microseconds; poll briefly instead of the provisioner's 100 ms loop.
+    delay = 0.0005
+    while process.poll() is None:
+        await asyncio.sleep(delay)
+        delay = min(delay * 2, 0.05)
+
+
+class StockLauncher:
+    """Starts kernels through ``AsyncKernelManager`` (any kernelspec, any provisioner)."""
+
+    preloads_runtime = False
+
+    def __init__(self, config: KernelRuntimeConfig, context: zmq.asyncio.Context) -> None:
+        self._config = config
+        self._context = context
+        self._specs = _SpecManager(provisioner=config.provisioner)
+        if config.kernel_name is None:
+            check_host_ipykernel()
+        keeper_args: list[str] = []
+        if config.memory_bytes is not None:
+            keeper_args += ["--as", str(config.memory_bytes)]
+        if config.open_files is not None:
+            keeper_args += ["--nofile", str(config.open_files)]
+        self._keeper_args = tuple(keeper_args)
+
+    async def start(self, workspace: Workspace, env: dict[str, str]) -> StockKernel:
+        manager = _KeptKernelManager(
+            kernel_name=self._config.kernel_name or DEFAULT_KERNEL_NAME,
+            kernel_spec_manager=self._specs,
+            connection_file=str(workspace.connection_file),
+            context=self._context,
+        )
+        manager.keeper_args = self._keeper_args
+        try:
+            await manager.start_kernel(
+                env=env, cwd=str(workspace.cwd),
+                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            )
+        except BaseException:
+            if manager.has_kernel:
+                await StockKernel(manager, local=True).kill()
+            raise
+        local = isinstance(manager.provisioner, LocalProvisioner)
+        return StockKernel(manager, local=local)
+
+    async def close(self) -> None:
+        return None

@@ -1,0 +1,108 @@
+"""Process trees of local kernels, read from ``/proc`` (Linux).
+
+Kernels are started under a *subreaper* (the keeper of a stock launch, the fork
+server for forked kernels), so a descendant whose parent exits re-parents into
+the tree instead of to init: walking ``/proc`` from the root finds every
+process a program started, including ``start_new_session`` and double-forked
+ones. :func:`kill_tree` stops the whole tree first (so nothing forks while it
+is being walked), then kills it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+from dataclasses import dataclass
+
+_CLOCK_TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+
+
+@dataclass(frozen=True, slots=True)
+class ProcStat:
+    pid: int
+    ppid: int
+    state: str
+    cpu_seconds: float
+    """utime + stime of the process plus cutime + cstime of its reaped children."""
+
+
+def read_stat(pid: int) -> ProcStat | None:
+    """``/proc/<pid>/stat`` parsed, or ``None`` when the process is gone."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as file:
+            raw = file.read()
+    except OSError:
+        return None
+    # The command name may contain spaces and parentheses: split after the last ')'.
+    fields = raw[raw.rfind(b")") + 2:].split()
+    try:
+        ticks = sum(int(fields[i]) for i in (11, 12, 13, 14))
+        return ProcStat(pid, int(fields[1]), fields[0].decode(), ticks / _CLOCK_TICKS)
+    except (IndexError, ValueError):
+        return None
+
+
+def _all_stats() -> list[ProcStat]:
+    stats: list[ProcStat] = []
+    try:
+        names = os.listdir("/proc")
+    except OSError:
+        return stats
+    for name in names:
+        if name.isdigit():
+            stat = read_stat(int(name))
+            if stat is not None:
+                stats.append(stat)
+    return stats
+
+
+def tree(root: int) -> list[ProcStat]:
+    """``root`` and all its live descendants (root first); empty if ``root`` is gone."""
+    stats = _all_stats()
+    children: dict[int, list[ProcStat]] = {}
+    by_pid: dict[int, ProcStat] = {}
+    for stat in stats:
+        by_pid[stat.pid] = stat
+        children.setdefault(stat.ppid, []).append(stat)
+    first = by_pid.get(root)
+    if first is None:
+        return []
+    found = [first]
+    index = 0
+    while index < len(found):
+        found.extend(children.get(found[index].pid, ()))
+        index += 1
+    return found
+
+
+def tree_cpu_seconds(root: int) -> float:
+    """CPU time of ``root``'s tree, including its reaped children."""
+    return sum(stat.cpu_seconds for stat in tree(root))
+
+
+def descendants(root: int) -> list[int]:
+    return [stat.pid for stat in tree(root)[1:]]
+
+
+def kill_tree(root: int) -> list[int]:
+    """Freeze ``root`` and its descendants with SIGSTOP until no new ones appear, then
+    SIGKILL them all. Returns the PIDs signalled."""
+    frozen: list[int] = []
+    seen: set[int] = set()
+    for _ in range(100):  # each pass can only find processes forked before it froze them
+        new = [pid for pid in [root, *descendants(root)] if pid not in seen]
+        if not new:
+            break
+        for pid in new:
+            _signal(pid, signal.SIGSTOP)
+            seen.add(pid)
+            frozen.append(pid)
+    for pid in frozen:
+        _signal(pid, signal.SIGKILL)
+    return frozen
+
+
+def _signal(pid: int, signum: int) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.kill(pid, signum)

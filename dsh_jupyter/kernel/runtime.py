@@ -1,0 +1,184 @@
+"""``KernelRuntime``: each program runs in a fresh IPython kernel, used once.
+
+::
+
+    async with KernelRuntime(KernelRuntimeConfig(wall_seconds=30)) as runtime:
+        result = await runtime.run(
+            "hits = await tools.search({'q': 'zmq'})\\nreturn len(hits)",
+            {"search": search_binding},
+            AbortSignal.never(),
+        )
+
+Kernels come from a fork server (``launcher="fork"``, the default for the
+host's Python) or from jupyter-client (``"stock"``: any kernelspec or
+provisioner), optionally through a pool of started, never-used kernels.
+
+Lifetime: ``async with`` starts the launcher (and the pool); leaving it
+disposes: runs in flight end as ``abort`` ("runtime disposed") and, once they
+have returned, every kernel, socket, task and temporary directory is gone.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Awaitable, Coroutine, Mapping
+from types import TracebackType
+from typing import Any
+
+import zmq.asyncio
+
+from ..abort import AbortController, AbortSignal
+from ..errors import CodeModeError
+from ..runtime import Binding, CodeRunFailure, CodeRunResult
+from .bridge import wait_quietly
+from .config import KernelRuntimeConfig
+from .forkserver import ForkLauncher, fork_supported
+from .launch import KernelLauncher, StockLauncher
+from .pool import KernelPool
+from .session import KernelSession, KernelStartError
+
+DISPOSED = "runtime disposed"
+
+
+class KernelRuntime:
+    """A :class:`~dsh_jupyter.runtime.CodeRuntime` (language ``"python"``, isolation
+    ``"kernel"``) that runs every program in a fresh kernel and destroys it afterwards."""
+
+    def __init__(self, config: KernelRuntimeConfig | None = None) -> None:
+        self.config = config or KernelRuntimeConfig()
+        self._context: zmq.asyncio.Context | None = None
+        self._launcher: KernelLauncher | None = None
+        self._pool: KernelPool | None = None
+        self._disposing = AbortController()
+        self._runs: set[asyncio.Task[CodeRunResult]] = set()
+        self._cleanups: set[asyncio.Task[None]] = set()
+        self._state = "new"
+
+    @property
+    def language(self) -> str:
+        return "python"
+
+    @property
+    def isolation(self) -> str:
+        return "kernel"
+
+    async def __aenter__(self) -> KernelRuntime:
+        if self._state != "new":
+            raise CodeModeError("a KernelRuntime can be entered once")
+        self._state = "open"
+        self._context = zmq.asyncio.Context()
+        try:
+            if self.config.uses_fork and fork_supported():
+                self._launcher = ForkLauncher(self.config)
+            else:
+                self._launcher = StockLauncher(self.config, self._context)
+            if self.config.pool_size:
+                self._pool = KernelPool(self.config.pool_size, self._open_session)
+                self._pool.fill()
+        except BaseException:
+            await self.aclose()
+            raise
+        return self
+
+    async def __aexit__(self, exc_type: type[BaseException] | None,
+                        exc: BaseException | None, tb: TracebackType | None) -> None:
+        await self.aclose()
+
+    async def run(self, program: str, bindings: Mapping[str, Binding],
+                  signal: AbortSignal) -> CodeRunResult:
+        """Run ``program`` in a fresh kernel with ``bindings`` as ``tools``. Every outcome is a
+        :class:`CodeRunResult`; raises :class:`CodeModeError` only when the runtime is not open."""
+        if self._state != "open":
+            raise CodeModeError(f"the kernel runtime is {_STATE_WORDS[self._state]}")
+        if not isinstance(program, str):
+            raise TypeError("program must be a str")
+        task = asyncio.ensure_future(self._run(program, bindings, signal))
+        self._runs.add(task)
+        task.add_done_callback(self._runs.discard)
+        return await task
+
+    async def _run(self, program: str, bindings: Mapping[str, Binding],
+                   signal: AbortSignal) -> CodeRunResult:
+        signals = (signal, self._disposing.signal)
+        for each in signals:
+            if each.reason is not None:
+                return _failed("abort", each.reason)
+        try:
+            session = await self._acquire(signals)
+        except KernelStartError as error:
+            return _failed("kernel-exit", str(error))
+        if session is None:
+            reason = signal.reason or self._disposing.signal.reason or "aborted"
+            return _failed("abort", reason)
+        try:
+            return await session.run(program, bindings, signals)
+        finally:
+            # The kernel was SIGKILLed before session.run returned; reaping it and removing
+            # its workspace need not delay the result (aclose waits for them).
+            self._background(self._retire(session))
+
+    async def _retire(self, session: KernelSession) -> None:
+        await session.close()
+        if self._pool is not None and self._state == "open":
+            self._pool.fill()
+
+    def _background(self, work: Coroutine[Any, Any, None]) -> None:
+        task = asyncio.ensure_future(work)
+        self._cleanups.add(task)
+        task.add_done_callback(self._cleanups.discard)
+
+    def _open_session(self) -> Awaitable[KernelSession]:
+        assert self._launcher is not None and self._context is not None
+        return KernelSession.open(self._launcher, self.config, self._context)
+
+    async def _acquire(self, signals: tuple[AbortSignal, ...]) -> KernelSession | None:
+        """A prepared kernel (pooled if one is ready), or ``None`` if a signal fired while
+        it was starting."""
+        if self._pool is not None:
+            pooled = await self._pool.take()
+            if pooled is not None:
+                return pooled
+        starting = asyncio.ensure_future(self._open_session())
+        aborted = asyncio.Event()
+        waiting = asyncio.ensure_future(aborted.wait())
+        undos = [s.add_listener(lambda _reason: aborted.set()) for s in signals]
+        try:
+            await asyncio.wait({starting, waiting}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for undo in undos:
+                undo()
+            for task in (starting, waiting):
+                if not task.done():
+                    task.cancel()
+            await wait_quietly({starting, waiting})
+        if aborted.is_set():
+            if not starting.cancelled() and starting.exception() is None:
+                self._background(starting.result().close())
+            return None
+        return starting.result()
+
+    async def aclose(self) -> None:
+        """Dispose: abort runs in flight ("runtime disposed"), wait for them, release all."""
+        if self._state == "closed":
+            return
+        self._state = "closing"
+        self._disposing.abort(DISPOSED)
+        while self._runs or self._cleanups:
+            await asyncio.wait(self._runs | self._cleanups)
+        if self._pool is not None:
+            await self._pool.close()
+        if self._launcher is not None:
+            await self._launcher.close()
+        if self._context is not None:
+            with contextlib.suppress(Exception):
+                self._context.destroy(linger=0)
+        self._state = "closed"
+
+
+_STATE_WORDS = {"new": "not started (use async with)", "closing": "being disposed",
+                "closed": "disposed", "open": "open"}
+
+
+def _failed(kind: str, message: str) -> CodeRunResult:
+    return CodeRunResult(failure=CodeRunFailure(kind=kind, message=message))  # type: ignore[arg-type]

@@ -1,0 +1,186 @@
+"""One kernel, prepared and used for exactly one run.
+
+:meth:`KernelSession.open` starts a kernel, connects, waits until it is ready
+and injects ``_inkernel.py`` (which opens the tools comm: the first
+``comm_open`` for our target on this kernel is the only comm the host trusts).
+:meth:`KernelSession.run` executes the program and watches it; :meth:`close`
+kills the kernel's process tree and removes its workspace.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+
+import zmq.asyncio
+
+from ..abort import AbortSignal
+from ..runtime import Binding, CodeRunResult
+from .carrier import SocketCarrier
+from .config import KernelRuntimeConfig
+from .connection import KernelConnection
+from .launch import KernelLauncher, KernelProcess
+from .protocol import TARGET_NAME
+from .watch import RunWatch
+from .workspace import Workspace
+
+_INKERNEL_SOURCE = (Path(__file__).parent / "_inkernel.py").read_text(encoding="utf-8")
+MODULE_NAME = "_dsh_jupyter_inkernel"
+SOURCE_FILENAME = "<dsh_jupyter.inkernel>"
+
+SETUP_CELL = f"""\
+def __dsh_setup(source):
+    import sys, types
+    module = types.ModuleType({MODULE_NAME!r})
+    sys.modules[module.__name__] = module
+    exec(compile(source, {SOURCE_FILENAME!r}, "exec"), module.__dict__)
+    module.runtime = module.start()
+
+try:
+    __dsh_setup(%r)
+finally:
+    del __dsh_setup
+"""
+
+
+SETUP_PRELOADED_CELL = (
+    f"__import__('sys').modules[{MODULE_NAME!r}].runtime = "
+    f"__import__('sys').modules[{MODULE_NAME!r}].start()"
+)
+
+
+class KernelStartError(Exception):
+    """The kernel did not start, become ready, or accept the injected module."""
+
+
+class KernelSession:
+    """A started, ready kernel with the runtime injected; serves one run."""
+
+    def __init__(self, process: KernelProcess, connection: KernelConnection,
+                 workspace: Workspace, config: KernelRuntimeConfig) -> None:
+        self.process = process
+        self.connection = connection
+        self.workspace = workspace
+        self.config = config
+        self.comm_id: str | None = None
+        self.carrier: SocketCarrier | None = None
+        self.used = False
+        self._closed = False
+
+    @classmethod
+    async def open(cls, launcher: KernelLauncher, config: KernelRuntimeConfig,
+                   context: zmq.asyncio.Context) -> KernelSession:
+        """Start and prepare a kernel. Raises :class:`KernelStartError`; on any failure or
+        cancellation everything started is torn down first."""
+        workspace = Workspace.create()
+        process: KernelProcess | None = None
+        connection: KernelConnection | None = None
+        try:
+            try:
+                process = await launcher.start(workspace, workspace.environment(config))
+            except Exception as error:
+                raise KernelStartError(f"the kernel failed to start: {error}") from error
+            connection = KernelConnection(context, process.connection_info,
+                                          max_message_bytes=max_message_bytes(config))
+            session = cls(process, connection, workspace, config)
+            setup = SETUP_PRELOADED_CELL if launcher.preloads_runtime else (
+                SETUP_CELL % _INKERNEL_SOURCE)
+            await session._prepare(setup)
+            return session
+        except BaseException:
+            if connection is not None:
+                connection.close()
+            if process is not None:
+                await process.kill()
+            workspace.remove()
+            raise
+
+    async def _prepare(self, setup: str) -> None:
+        timeout = self.config.startup_seconds
+        ready = asyncio.ensure_future(self._handshake(setup, timeout))
+        try:
+            await _unless_dead(ready, self.process)
+        except TimeoutError:
+            raise KernelStartError(f"the kernel was not ready within {timeout:g} s") from None
+
+    async def _handshake(self, setup: str, seconds: float) -> None:
+        async with asyncio.timeout(seconds):
+            await self.connection.wait_ready(seconds)
+            request = self.connection.execute(setup)
+            error: str | None = None
+            while True:
+                message = await self.connection.recv_iopub()
+                if message is None or message.parent_id != request:
+                    continue
+                msg_type, content = message.msg_type, message.content
+                if (msg_type == "comm_open" and self.comm_id is None
+                        and content.get("target_name") == TARGET_NAME
+                        and isinstance(content.get("comm_id"), str)):
+                    self.comm_id = content["comm_id"]
+                elif msg_type == "error":
+                    error = "\n".join(str(line) for line in content.get("traceback", ()))
+                    error = error or f"{content.get('ename')}: {content.get('evalue')}"
+                elif msg_type == "status" and content.get("execution_state") == "idle":
+                    break
+            if error is not None or self.comm_id is None:
+                raise KernelStartError(
+                    f"the kernel rejected the dsh-jupyter runtime: {error or 'no comm opened'}")
+            if self.config.carrier == "socket" and self.process.root_pid is not None:
+                comm_id = self.comm_id
+                self.carrier = await SocketCarrier.offer(
+                    self.workspace, lambda offer: self.connection.send_comm(comm_id, offer),
+                    max_message_bytes=max_message_bytes(self.config),
+                    seconds=min(1.0, self.config.startup_seconds))
+
+    async def run(self, program: str, bindings: Mapping[str, Binding],
+                  signals: Iterable[AbortSignal]) -> CodeRunResult:
+        """Run ``program`` once on this kernel (see :class:`~.watch.RunWatch`)."""
+        if self.used:
+            raise RuntimeError("a kernel session serves one run")
+        self.used = True
+        assert self.comm_id is not None
+        watch = RunWatch(self, program, bindings)
+        return await watch.run(signals)
+
+    async def close(self) -> None:
+        """Kill the kernel, close sockets, wait until its process tree is reaped, remove the
+        workspace. Idempotent."""
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            await self.process.kill()
+            self._close_channels()
+            await self.process.wait_gone()
+        finally:
+            self._close_channels()
+            self.workspace.remove()
+
+    def _close_channels(self) -> None:
+        self.connection.close()
+        if self.carrier is not None:
+            self.carrier.close()
+
+
+def max_message_bytes(config: KernelRuntimeConfig) -> int:
+    """The largest message a kernel may send: the output budget plus protocol overhead
+    (a bigger one could only be over budget anyway)."""
+    return max(config.max_output_bytes, config.max_call_bytes) + 1024 * 1024
+
+
+async def _unless_dead(work: asyncio.Future[None], process: KernelProcess) -> None:
+    """Await ``work``, failing fast (KernelStartError) if the kernel dies meanwhile."""
+    try:
+        while True:
+            done, _ = await asyncio.wait({work}, timeout=0.05)
+            if done:
+                return work.result()
+            if not await process.is_alive():
+                raise KernelStartError(f"the kernel died while starting: {process.exit_reason()}")
+    finally:
+        if not work.done():
+            work.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await work

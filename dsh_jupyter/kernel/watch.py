@@ -1,0 +1,276 @@
+"""Executing one program on a prepared kernel and watching it until it settles.
+
+Three watchers race to *settle* the run, and the first one wins:
+
+- the iopub reader: the kernel's ``done`` message (result or program failure),
+  the program cell going idle without one, or output over the budget;
+- the watchdog (every 50 ms): wall budget, compute budget (CPU of the local
+  kernel's process tree, read every 250 ms), kernel death;
+- the caller's signals (``abort``) and iopub being dropped for an oversized
+  message (``output-limit``).
+
+On ``timeout`` the kernel is interrupted and its remaining output read for a
+short grace period; then (and at once for every other outcome) the kernel's
+process tree is killed, the bridge stops answering, and the run waits for
+binding calls still in flight (see ``bridge``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Coroutine, Iterable, Mapping
+from typing import TYPE_CHECKING, Any, Final
+
+from ..abort import AbortSignal
+from ..json_value import NotJsonError, snapshot_json
+from ..runtime import Binding, CodeRunFailure, CodeRunResult, FailureKind
+from . import proctree
+from .bridge import Bridge, wait_quietly
+from .carrier import MessageTooLarge, SocketCarrier
+from .logs import OutputLog
+from .protocol import DoneErrorMessage, DoneOkMessage, HostMessage
+from .wire import Incoming
+
+if TYPE_CHECKING:
+    from .session import KernelSession
+
+MODULE_NAME: Final = "_dsh_jupyter_inkernel"
+POLL_SECONDS: Final = 0.05
+CPU_EVERY_POLLS: Final = 5
+DISCONNECT_SETTLE_SECONDS: Final = 0.2
+
+
+class _Idle:
+    """The program cell went idle without a ``done`` message."""
+
+
+_IDLE: Final = _Idle()
+Outcome = DoneOkMessage | DoneErrorMessage | CodeRunFailure | _Idle
+
+
+def program_cell(names: Iterable[str], program: str, max_output_bytes: int) -> str:
+    """The one line of cell code that runs ``program`` through the injected runtime."""
+    return (f"await __import__('sys').modules[{MODULE_NAME!r}].runtime.run("
+            f"{sorted(names)!r}, {program!r}, {max_output_bytes!r})")
+
+
+class RunWatch:
+    """Runs one program on ``session`` (used once)."""
+
+    def __init__(self, session: KernelSession, program: str,
+                 bindings: Mapping[str, Binding]) -> None:
+        self._session = session
+        self._config = session.config
+        self._program = program
+        self._names = list(bindings)
+        self._log = OutputLog(self._config.max_output_bytes)
+        self._bridge = Bridge(bindings, self._reply,
+                              max_pending_calls=self._config.max_pending_calls,
+                              max_call_bytes=self._config.max_call_bytes)
+        self._outcome: asyncio.Future[Outcome] = asyncio.get_running_loop().create_future()
+        self._cell_over = asyncio.Event()
+        self._request: str | None = None
+        self._error: str | None = None
+        self._reader: asyncio.Task[None] | None = None
+        self._dying = False
+
+    async def run(self, signals: Iterable[AbortSignal]) -> CodeRunResult:
+        undos = [signal.add_listener(self._on_abort) for signal in signals]
+        tasks: list[asyncio.Task[None]] = []
+        try:
+            if not self._outcome.done():
+                connection = self._session.connection
+                self._request = connection.execute(
+                    program_cell(self._names, self._program, self._config.max_output_bytes))
+                self._reader = asyncio.create_task(self._read())
+                tasks = [self._reader,
+                         asyncio.create_task(self._watchdog()),
+                         asyncio.create_task(self._watch_disconnect())]
+                if self._session.carrier is not None:
+                    tasks.append(asyncio.create_task(self._read_carrier(self._session.carrier)))
+            outcome = await self._outcome
+            if isinstance(outcome, CodeRunFailure) and outcome.kind == "timeout":
+                await self._interrupt_and_drain()
+        finally:
+            for undo in undos:
+                undo()
+            await _quietly(self._teardown(tasks))
+        return self._result(outcome)
+
+    def _on_abort(self, reason: str) -> None:
+        self._settle(CodeRunFailure(kind="abort", message=reason))
+
+    def _settle(self, outcome: Outcome) -> None:
+        if not self._outcome.done():
+            self._outcome.set_result(outcome)
+
+    def _fail(self, kind: FailureKind, message: str) -> None:
+        self._settle(CodeRunFailure(kind=kind, message=message))
+
+    def _reply(self, message: HostMessage) -> None:
+        carrier = self._session.carrier
+        if carrier is not None:
+            carrier.send(dict(message))
+            return
+        comm_id = self._session.comm_id
+        assert comm_id is not None
+        self._session.connection.send_comm(comm_id, dict(message))
+
+    async def _read_carrier(self, carrier: SocketCarrier) -> None:
+        """Calls over the local socket (when negotiated): the same rules as comm messages."""
+        received = 0
+        while True:
+            try:
+                incoming = await carrier.receive()
+            except MessageTooLarge:
+                self._log.over_limit = True
+                self._fail("output-limit", "the kernel sent a message larger than the limit")
+                return
+            if incoming is None:
+                return  # the kernel closed it: calls (if any) come over the comm now
+            received += 1
+            if received % 64 == 0:
+                await asyncio.sleep(0)
+            if not self._outcome.done():
+                done = self._bridge.receive(*incoming)
+                if done is not None:
+                    self._settle(done)
+
+    async def _read(self) -> None:
+        connection = self._session.connection
+        received = 0
+        while True:
+            message = await connection.recv_iopub()
+            received += 1
+            if received % 64 == 0:
+                await asyncio.sleep(0)  # a flood of ready messages must not starve the loop
+            if message is not None:
+                self._handle(message)
+            if self._log.over_limit:
+                self._fail("output-limit", f"the program's output passed the "
+                           f"{self._config.max_output_bytes} byte limit")
+                return
+
+    def _handle(self, message: Incoming) -> None:
+        msg_type, content = message.msg_type, message.content
+        if msg_type == "comm_msg":
+            # After settlement nothing from the kernel reaches the bridge (no new calls).
+            if content.get("comm_id") == self._session.comm_id and not self._outcome.done():
+                done = self._bridge.receive(content.get("data"), message.size)
+                if done is not None:
+                    self._cell_over.set()
+                    self._settle(done)
+            return
+        if message.parent_id != self._request:
+            return
+        if msg_type == "stream":
+            name, text = content.get("name"), content.get("text")
+            if isinstance(name, str) and isinstance(text, str):
+                self._log.write(name, text)
+        elif msg_type == "error":
+            lines = content.get("traceback")
+            self._error = "\n".join(str(line) for line in lines) if isinstance(lines, list) \
+                else f"{content.get('ename')}: {content.get('evalue')}"
+        elif msg_type == "status" and content.get("execution_state") == "idle":
+            self._cell_over.set()
+            self._settle(_IDLE)
+
+    async def _watchdog(self) -> None:
+        config = self._config
+        process = self._session.process
+        root = process.root_pid
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + config.wall_seconds
+        cpu_start = proctree.tree_cpu_seconds(root) if root is not None else 0.0
+        polls = 0
+        while True:
+            await asyncio.sleep(POLL_SECONDS)
+            polls += 1
+            if loop.time() >= deadline:
+                self._fail("timeout", f"the program passed its wall-clock budget of "
+                           f"{config.wall_seconds:g} s")
+                return
+            if not await process.is_alive():
+                await self._died()
+                return
+            if root is not None and polls % CPU_EVERY_POLLS == 0:
+                used = proctree.tree_cpu_seconds(root) - cpu_start
+                if used > config.compute_seconds:
+                    self._fail("timeout", f"the program passed its compute budget of "
+                               f"{config.compute_seconds:g} s of CPU time")
+                    return
+
+    async def _watch_disconnect(self) -> None:
+        """iopub drops when the kernel dies or sends a message over the size cap."""
+        await self._session.connection.wait_disconnected()
+        process = self._session.process
+        loop = asyncio.get_running_loop()
+        give_up = loop.time() + DISCONNECT_SETTLE_SECONDS
+        while loop.time() < give_up:
+            if not await process.is_alive():
+                await self._died()
+                return
+            await asyncio.sleep(0.01)
+        self._log.over_limit = True
+        self._fail("output-limit", "the kernel sent a message larger than the output limit")
+
+    async def _died(self) -> None:
+        """Take what the kernel sent before it died (it may have finished), then settle."""
+        if self._dying or self._outcome.done():
+            return
+        self._dying = True
+        if self._reader is not None:
+            self._reader.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._reader
+        for message in await self._session.connection.ready_iopub():
+            self._handle(message)
+        self._fail("kernel-exit", self._session.process.exit_reason())
+
+    async def _interrupt_and_drain(self) -> None:
+        """Interrupt, then read output until the cell ends or the grace period passes."""
+        with contextlib.suppress(Exception):
+            await self._session.process.interrupt()
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(self._config.interrupt_grace_seconds):
+                await self._cell_over.wait()
+
+    async def _teardown(self, tasks: list[asyncio.Task[None]]) -> None:
+        for task in tasks:
+            task.cancel()
+        for task in tasks:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+        self._bridge.stop("the run ended")
+        await self._session.process.kill()
+        await self._bridge.drain()
+
+    def _result(self, outcome: Outcome) -> CodeRunResult:
+        logs = self._log.finish()
+        if isinstance(outcome, CodeRunFailure):
+            return CodeRunResult(logs=logs, failure=outcome)
+        if isinstance(outcome, _Idle):
+            message = self._error or "the program ended without reporting a result"
+            return CodeRunResult(logs=logs, failure=CodeRunFailure(kind="exception",
+                                                                   message=message))
+        if not outcome["ok"]:
+            return CodeRunResult(logs=logs, failure=CodeRunFailure(
+                kind=outcome["error"], message=outcome["message"]))
+        try:
+            value = snapshot_json(outcome["value"])
+        except (NotJsonError, RecursionError) as error:
+            return CodeRunResult(logs=logs, failure=CodeRunFailure(
+                kind="invalid-output", message=f"the program's return value {error}"))
+        if not self._log.add_value(value):
+            return CodeRunResult(logs=logs, failure=CodeRunFailure(
+                kind="output-limit", message=f"the program's output and return value passed the "
+                f"{self._config.max_output_bytes} byte limit"))
+        return CodeRunResult(logs=logs, value=value)
+
+
+async def _quietly(work: Coroutine[Any, Any, None]) -> None:
+    """Run cleanup to completion even if the caller is cancelled meanwhile."""
+    task = asyncio.ensure_future(work)
+    await wait_quietly({task})
+    task.result()

@@ -1,0 +1,44 @@
+"""Helpers for kernel runtime tests (imported by the tests; fixtures live in conftest)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+
+from dsh_jupyter.abort import AbortSignal
+from dsh_jupyter.json_value import JsonValue
+from dsh_jupyter.kernel import KernelRuntime
+from dsh_jupyter.runtime import CodeRunResult
+
+Bindings = dict[str, Callable[[JsonValue], Awaitable[JsonValue]]]
+
+
+class Recorder:
+    """Bindings that record calls and how many overlapped."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, JsonValue]] = []
+        self.active = 0
+        self.max_active = 0
+
+    def binding(self, name: str, *, delay: float = 0.0,
+                result: Callable[[JsonValue], JsonValue] | None = None
+                ) -> Callable[[JsonValue], Awaitable[JsonValue]]:
+        async def call(args: JsonValue) -> JsonValue:
+            self.calls.append((name, args))
+            self.active += 1
+            self.max_active = max(self.max_active, self.active)
+            try:
+                if delay:
+                    await asyncio.sleep(delay)
+                return result(args) if result is not None else {"tool": name, "args": args}
+            finally:
+                self.active -= 1
+
+        return call
+
+
+async def run(runtime: KernelRuntime, program: str,
+              bindings: Bindings | None = None,
+              signal: AbortSignal | None = None) -> CodeRunResult:
+    return await runtime.run(program, bindings or {}, signal or AbortSignal.never())

@@ -1,0 +1,285 @@
+"""Protocol rules without a kernel: message parsing, the bridge, output counting, config."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from dsh_jupyter.json_value import JsonValue
+from dsh_jupyter.kernel import KernelRuntimeConfig, _inkernel, protocol, watch
+from dsh_jupyter.kernel.bridge import Bridge, run_signal
+from dsh_jupyter.kernel.carrier import MessageTooLarge, SocketCarrier
+from dsh_jupyter.kernel.logs import OutputLog
+from dsh_jupyter.kernel.protocol import HostMessage, Malformed, parse_kernel_message
+from dsh_jupyter.kernel.workspace import Workspace
+from dsh_jupyter.runtime import BindingError
+
+pytestmark = pytest.mark.timeout(10)
+
+
+def test_kernel_and_host_agree_on_names() -> None:
+    assert _inkernel.TARGET_NAME == protocol.TARGET_NAME
+    assert _inkernel.MODULE_NAME == watch.MODULE_NAME
+    assert set(_inkernel.CallMessage.__annotations__) == set(protocol.CallMessage.__annotations__)
+    assert set(_inkernel.DoneErrorMessage.__annotations__) == set(
+        protocol.DoneErrorMessage.__annotations__)
+
+
+@pytest.mark.parametrize("data", [
+    None, "junk", 3, [1], {}, {"kind": "nope"}, {"kind": "call"},
+    {"kind": "call", "id": 5, "name": "a", "args": {}},
+    {"kind": "call", "id": "", "name": "a", "args": {}},
+    {"kind": "call", "id": "x" * 65, "name": "a", "args": {}},
+    {"kind": "done"}, {"kind": "done", "ok": False, "error": "weird"},
+])
+def test_malformed_without_an_id(data: object) -> None:
+    parsed = parse_kernel_message(data)
+    assert isinstance(parsed, Malformed) and parsed.call_id is None
+
+
+def test_malformed_with_an_id_can_be_answered() -> None:
+    parsed = parse_kernel_message({"kind": "call", "id": "7", "name": "a"})
+    assert isinstance(parsed, Malformed) and parsed.call_id == "7"
+
+
+def test_valid_messages() -> None:
+    assert parse_kernel_message({"kind": "call", "id": "1", "name": "a", "args": [1]}) == {
+        "kind": "call", "id": "1", "name": "a", "args": [1]}
+    assert parse_kernel_message({"kind": "done", "ok": True}) == {
+        "kind": "done", "ok": True, "value": None}
+    assert parse_kernel_message({"kind": "done", "ok": False, "error": "exception",
+                                 "message": "boom"}) == {
+        "kind": "done", "ok": False, "error": "exception", "message": "boom"}
+
+
+class FakeKernel:
+    def __init__(self) -> None:
+        self.sent: list[HostMessage] = []
+
+    def send(self, message: HostMessage) -> None:
+        self.sent.append(message)
+
+    async def settle(self) -> None:
+        for _ in range(5):
+            await asyncio.sleep(0)
+
+
+async def test_bridge_answers_and_drops() -> None:
+    kernel = FakeKernel()
+    gate = asyncio.Event()
+
+    async def echo(args: JsonValue) -> JsonValue:
+        return {"echo": args}
+
+    async def held(args: JsonValue) -> JsonValue:
+        await gate.wait()
+        return "released"
+
+    async def denied(args: JsonValue) -> JsonValue:
+        raise BindingError("nope")
+
+    bridge = Bridge({"echo": echo, "held": held, "denied": denied}, kernel.send,
+                    max_pending_calls=4, max_call_bytes=100)
+    bridge.receive({"kind": "call", "id": "1", "name": "echo", "args": {"a": 1}}, 10)
+    bridge.receive({"kind": "call", "id": "2", "name": "held", "args": {}}, 10)
+    bridge.receive({"kind": "call", "id": "2", "name": "held", "args": {}}, 10)  # duplicate
+    bridge.receive({"kind": "call", "id": "3", "name": "missing", "args": {}}, 10)
+    bridge.receive({"kind": "call", "id": "4", "name": "echo", "args": {}}, 1000)  # too big
+    bridge.receive({"kind": "call", "id": "5", "name": "echo", "args": math.nan}, 10)
+    bridge.receive({"kind": "call", "id": "6", "name": "denied", "args": {}}, 10)
+    bridge.receive("junk", 4)
+    await kernel.settle()
+    by_id = {m["id"]: m for m in kernel.sent}
+    assert by_id["1"] == {"kind": "result", "id": "1", "ok": True, "value": {"echo": {"a": 1}}}
+    assert "2" not in by_id and bridge.in_flight == 1
+    assert "no tool named 'missing'" in by_id["3"]["message"]  # type: ignore[typeddict-item]
+    assert "over the 100 byte limit" in by_id["4"]["message"]  # type: ignore[typeddict-item]
+    assert "not lossless JSON" in by_id["5"]["message"]  # type: ignore[typeddict-item]
+    assert by_id["6"] == {"kind": "result", "id": "6", "ok": False, "message": "nope"}
+    assert bridge.dropped == 2
+    bridge.stop("the run ended")
+    assert bridge.receive({"kind": "call", "id": "9", "name": "echo", "args": {}}, 1) is None
+    gate.set()
+    await bridge.drain()
+    assert bridge.in_flight == 0
+    assert "2" not in {m["id"] for m in kernel.sent}  # no replies after stop
+
+
+async def test_bridge_limits_calls_in_flight() -> None:
+    kernel = FakeKernel()
+    gate = asyncio.Event()
+
+    async def held(args: JsonValue) -> JsonValue:
+        await gate.wait()
+        return None
+
+    bridge = Bridge({"held": held}, kernel.send, max_pending_calls=2, max_call_bytes=100)
+    for call_id in "abc":
+        bridge.receive({"kind": "call", "id": call_id, "name": "held", "args": {}}, 1)
+    await kernel.settle()
+    assert [m["id"] for m in kernel.sent] == ["c"]
+    assert "too many calls" in kernel.sent[0]["message"]  # type: ignore[typeddict-item]
+    gate.set()
+    await kernel.settle()
+    await bridge.drain()
+
+
+async def test_run_signal_fires_for_calls_in_flight() -> None:
+    kernel = FakeKernel()
+    observed: list[bool] = []
+
+    async def watcher(args: JsonValue) -> JsonValue:
+        signal = run_signal()
+        await signal.wait()
+        observed.append(signal.aborted)
+        return None
+
+    bridge = Bridge({"watch": watcher}, kernel.send, max_pending_calls=5, max_call_bytes=100)
+    bridge.receive({"kind": "call", "id": "1", "name": "watch", "args": {}}, 1)
+    await kernel.settle()
+    bridge.stop("the run ended")
+    await bridge.drain()
+    assert observed == [True]
+    assert kernel.sent == []
+
+
+def _size(entries: list[str]) -> int:
+    return sum(len(json.dumps(e, ensure_ascii=False).encode()) for e in entries)
+
+
+def test_output_log_lines_and_exact_budget() -> None:
+    log = OutputLog(max_bytes=_size(["ab", "cdé", "x"]))
+    log.write("stdout", "a")
+    log.write("stderr", "x")
+    log.write("stdout", "b\ncdé\n")
+    assert not log.over_limit
+    assert log.finish() == ("ab", "cdé", "x")
+    assert log.used_bytes == _size(["ab", "cdé", "x"])
+
+
+def test_output_log_keeps_what_fits() -> None:
+    log = OutputLog(max_bytes=_size(["one", "two"]) + 3)
+    log.write("stdout", "one\ntwo\nthree\nfour\n")
+    assert log.over_limit
+    assert log.finish() == ("one", "two")
+
+
+def test_output_log_charges_partial_lines_as_they_arrive() -> None:
+    log = OutputLog(max_bytes=100)
+    for _ in range(20):
+        log.write("stdout", "x" * 10)
+    assert log.over_limit
+    assert log.finish() == ()
+
+
+def test_output_log_value() -> None:
+    log = OutputLog(max_bytes=10)
+    assert log.add_value({"a": 1})  # {"a":1} is 7 bytes
+    assert not log.add_value("long")
+
+
+def test_json_problem_in_kernel() -> None:
+    problem = _inkernel.json_problem
+    assert problem({"a": [1, 2.5, "x", None, True]}) is None
+    assert "set" in (problem({"a": {1}}) or "")
+    assert "at a" in (problem({"a": {1}}) or "")
+    assert "tuple" in (problem((1, 2)) or "")
+    assert "-0.0" in (problem(-0.0) or "")
+    assert "nan" in (problem(float("nan")) or "")
+    assert "key of type int" in (problem({1: 2}) or "")
+    cycle: list[object] = []
+    cycle.append(cycle)
+    assert "cycle" in (problem(cycle) or "")
+    shared = [1]
+    assert problem([shared, shared]) is None
+    deep: list[object] = []
+    for _ in range(50_000):
+        deep = [deep]
+    assert problem(deep) is None
+
+
+def test_config_validation() -> None:
+    assert KernelRuntimeConfig().compute_seconds == 60.0
+    assert KernelRuntimeConfig().max_output_bytes == 64 * 1024 * 1024
+    with pytest.raises(ValueError):
+        KernelRuntimeConfig(wall_seconds=0)
+    with pytest.raises(ValueError):
+        KernelRuntimeConfig(max_output_bytes=-1)
+    with pytest.raises(ValueError):
+        KernelRuntimeConfig(launcher="spawn")  # type: ignore[arg-type]
+    with pytest.raises(ValueError):
+        KernelRuntimeConfig(launcher="fork", kernel_name="python3")
+    with pytest.raises(ValueError):
+        KernelRuntimeConfig(env_allow="PATH")  # type: ignore[arg-type]
+    with pytest.raises(ValueError):
+        KernelRuntimeConfig(pool_size=True)  # type: ignore[arg-type]
+    config = KernelRuntimeConfig(extra_env={"A": "1"})
+    with pytest.raises(TypeError):
+        config.extra_env["B"] = "2"  # type: ignore[index]
+
+
+def test_program_cell_is_one_line() -> None:
+    cell = watch.program_cell(["b", "a"], "print('x')\n%magic\nreturn 1?", 10)
+    assert "\n" not in cell
+    assert "['a', 'b']" in cell
+
+
+async def _connect_and_send(path: str, lines: list[bytes]) -> asyncio.StreamWriter:
+    _, writer = await asyncio.open_unix_connection(path)
+    for line in lines:
+        writer.write(line)
+    await writer.drain()
+    return writer
+
+
+async def test_socket_carrier_needs_the_token(tmp_path: Path) -> None:
+    workspace = Workspace(tmp_path)
+    offers: list[dict[str, Any]] = []
+    writers: list[asyncio.StreamWriter] = []
+
+    def offer(message: dict[str, Any]) -> None:
+        offers.append(message)
+        connect = _connect_and_send(message["path"], [b"wrong-token\n"])
+        asyncio.ensure_future(connect).add_done_callback(lambda f: writers.append(f.result()))
+
+    carrier = await SocketCarrier.offer(workspace, offer, max_message_bytes=1000, seconds=0.5)
+    assert carrier is None
+    assert offers and offers[0]["kind"] == "carrier"
+    assert not (tmp_path / "tools.sock").exists()
+    for writer in writers:
+        writer.close()
+
+
+async def test_socket_carrier_lines(tmp_path: Path) -> None:
+    workspace = Workspace(tmp_path)
+    writers: list[asyncio.StreamWriter] = []
+
+    def offer(message: dict[str, Any]) -> None:
+        lines = [message["token"].encode() + b"\n", b'{"kind": "call"}\n', b"NaN\n",
+                 b"[" * 2500 + b"\n", b"x" * 4000 + b"\n"]
+        connect = _connect_and_send(message["path"], lines)
+        asyncio.ensure_future(connect).add_done_callback(lambda f: writers.append(f.result()))
+
+    carrier = await SocketCarrier.offer(workspace, offer, max_message_bytes=3000, seconds=5)
+    assert carrier is not None
+    assert await carrier.receive() == ({"kind": "call"}, 17)
+    assert await carrier.receive() == (None, 4)  # NaN is not JSON
+    assert await carrier.receive() == (None, 2501)  # too deep for the decoder
+    with pytest.raises(MessageTooLarge):
+        await carrier.receive()
+    carrier.close()
+    for writer in writers:
+        writer.close()
+
+
+def test_public_names() -> None:
+    import dsh_jupyter.kernel as kernel
+
+    assert kernel.__all__ == sorted(kernel.__all__)
+    for name in kernel.__all__:
+        assert hasattr(kernel, name)
