@@ -23,6 +23,7 @@ from .errors import (
     DshError,
     HookError,
     InvalidToolOutputError,
+    McpConnectError,
     ModelError,
     RegistrationError,
     ToolAbortedError,
@@ -35,6 +36,7 @@ from .errors import (
 )
 from .events import JsonlSessionWriter, SessionEvent, iter_session, read_session
 from .json_value import JsonValue, snapshot_json
+from .mcp import McpConnection, connect_mcp
 from .registry import (
     Accept,
     AdditionalContext,
@@ -119,6 +121,8 @@ __all__ = [
     "JsonValue",
     "JsonlSessionWriter",
     "Location",
+    "McpConnectError",
+    "McpConnection",
     "ModelError",
     "OpenAIChatModel",
     "ReadLine",
@@ -158,6 +162,7 @@ __all__ = [
     "WebSource",
     "assert_supported_schema",
     "compile_schema",
+    "connect_mcp",
     "default_render",
     "define_tool",
     "enforce_timeouts",

@@ -17,6 +17,7 @@ used inside the pipeline to carry a code to the failure it becomes::
     ├── HookError                 HOOK_FAILED            a policy hook raised
     ├── CodeModeError             CODE_MODE_UNAVAILABLE  code mode without a usable runtime
     ├── CodeRunFailedError        CODE_RUN_FAILED        a run_code program failed
+    ├── McpConnectError           MCP_CONNECT_FAILED     an MCP server could not be reached
     ├── ModelConfigError          MODEL_CONFIG           missing or invalid model adapter settings
     └── ModelError                MODEL_ERROR            a model request failed
         ├── ModelHTTPError        MODEL_HTTP_ERROR       non-retryable status, or retries exhausted
@@ -25,8 +26,10 @@ used inside the pipeline to carry a code to the failure it becomes::
         ├── ScriptExhaustedError  SCRIPT_EXHAUSTED       a scripted model ran out of responses
         └── ScriptMismatchError   SCRIPT_MISMATCH        a recorded response expects other tools
 
-A tool body may raise :class:`ToolError` (or any ``DshError``) to choose the
-code of its failure; any other exception becomes a failure without a code.
+MCP tool failures are results with code ``MCP_ERROR`` (the server reported an
+error) or ``MCP_SERVER_GONE`` (the server died). A tool body may raise
+:class:`ToolError` (or any ``DshError``) to choose the code of its failure; any
+other exception becomes a failure without a code.
 """
 
 from __future__ import annotations
@@ -160,3 +163,9 @@ class ScriptExhaustedError(ModelError):
 
 class ScriptMismatchError(ModelError):
     default_code = "SCRIPT_MISMATCH"
+
+
+class McpConnectError(DshError):
+    """The MCP server could not be reached, did not answer, or has gone away."""
+
+    default_code = "MCP_CONNECT_FAILED"

@@ -1,0 +1,121 @@
+"""One MCP tool as a registry definition, and one MCP result as a canonical value.
+
+Pure functions over the SDK's models, read by attribute so this module never
+imports the SDK at run time:
+
+- the input schema is registered raw: inside the supported subset it validates
+  as usual; outside it the tool still registers, its SDK types degrade to
+  ``Any`` and its description says the server validates the arguments;
+- with an ``outputSchema`` the canonical value is ``structuredContent`` (the
+  output schema is the server's, or ``{}`` when it is outside the subset);
+  without one it is the text of the result's content blocks;
+- an ``isError`` result raises :class:`~dsh_jupyter.errors.ToolError` with code
+  ``MCP_ERROR`` and the server's text as the message.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any, Literal, TypeAlias
+
+from ..errors import RegistrationError, ToolError
+from ..json_value import JsonObject, JsonValue
+from ..registry.definition import Body, ToolDefinition, default_render, define_tool
+from ..registry.schema import schema_violations
+
+if TYPE_CHECKING:
+    from mcp.types import CallToolResult, Tool
+
+__all__ = ["UNVALIDATED_NOTE", "ConcurrencySafe", "is_concurrency_safe", "result_value",
+           "tool_definition"]
+
+ConcurrencySafe: TypeAlias = "bool | Literal['read-only-hint'] | Callable[[Tool], bool]"
+"""Which MCP tools may overlap in Code Mode: ``False`` (none, the default), ``True`` (all),
+``"read-only-hint"`` (those the server annotates ``readOnlyHint: true``) or a predicate."""
+
+UNVALIDATED_NOTE = ("(Arguments are checked by the MCP server, not before the call: the input "
+                    "schema uses JSON Schema features outside the supported subset.)")
+
+_TEXT_SCHEMA: JsonObject = {"type": "string"}
+
+
+def tool_definition(tool: Tool, *, name: str, execute: Body,
+                    concurrency_safe: ConcurrencySafe = False) -> ToolDefinition:
+    """The definition that registers ``tool`` as ``name`` and runs ``execute``."""
+    parameters: Mapping[str, Any] = tool.input_schema
+    description = tool.description or ""
+    if schema_violations(parameters):
+        description = f"{description}\n\n{UNVALIDATED_NOTE}" if description else UNVALIDATED_NOTE
+    output: Mapping[str, Any] = _TEXT_SCHEMA
+    if tool.output_schema is not None:
+        output = {} if schema_violations(tool.output_schema) else tool.output_schema
+    safe = is_concurrency_safe(tool, concurrency_safe)
+    try:
+        definition: ToolDefinition = define_tool(
+            name=name, description=description, parameters=parameters,
+            output={"schema": output, "render": default_render}, execute=execute,
+            allow_unsupported_schema=True,
+            is_concurrency_safe=_always_safe if safe else None)
+    except RegistrationError as exc:
+        raise RegistrationError(f"MCP tool {tool.name!r} cannot be registered: {exc.message}",
+                                code=exc.code) from None
+    return definition
+
+
+def is_concurrency_safe(tool: Tool, policy: ConcurrencySafe) -> bool:
+    """Whether ``policy`` lets calls of ``tool`` overlap (see :data:`ConcurrencySafe`)."""
+    if isinstance(policy, bool):
+        return policy
+    if policy == "read-only-hint":
+        return tool.annotations is not None and tool.annotations.read_only_hint is True
+    if not callable(policy):
+        raise RegistrationError(
+            f"concurrency_safe must be True, False, 'read-only-hint' or a function of the MCP "
+            f"tool, got {policy!r}")
+    try:
+        return policy(tool) is True
+    except Exception as exc:
+        raise RegistrationError(
+            f"concurrency_safe({tool.name!r}) raised {type(exc).__name__}: {exc}") from None
+
+
+def result_value(result: CallToolResult, *, structured: bool, what: str) -> JsonValue:
+    """The canonical value of ``result``; raises ``ToolError(MCP_ERROR)`` for ``isError``.
+
+    ``what`` names the tool in messages, e.g. ``"MCP server 'files' tool 'read'"``.
+    """
+    text = content_text(result.content)
+    if result.is_error:
+        raise ToolError(f"{what} reported an error: {text or '(no message)'}", code="MCP_ERROR")
+    if not structured:
+        return text
+    if result.structured_content is None:
+        raise ToolError(f"{what} declares an output schema but returned no structured content",
+                        code="MCP_ERROR")
+    value: JsonValue = result.structured_content
+    return value
+
+
+def content_text(blocks: list[Any]) -> str:
+    """The text of MCP content blocks joined by newlines; binary blocks become placeholders."""
+    parts: list[str] = []
+    for block in blocks:
+        kind = getattr(block, "type", None)
+        if kind == "text":
+            parts.append(block.text)
+        elif kind == "resource":
+            resource = block.resource
+            text = getattr(resource, "text", None)
+            parts.append(text if isinstance(text, str) else
+                         f"[resource {resource.uri} ({resource.mime_type or 'binary'})]")
+        elif kind == "resource_link":
+            parts.append(f"[resource link {block.uri}]")
+        elif kind in ("image", "audio"):
+            parts.append(f"[{kind} content ({block.mime_type})]")
+        else:
+            parts.append(f"[{kind} content]")
+    return "\n".join(parts)
+
+
+def _always_safe(_args: JsonObject) -> bool:
+    return True
