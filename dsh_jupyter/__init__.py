@@ -85,6 +85,7 @@ from .registry.presentation import (
 )
 from .registry.schema import assert_supported_schema, compile_schema
 from .runtime import BindingError, CodeRunFailure, CodeRunResult, CodeRuntime
+from .widgets import LiveView, NotebookApprovals, replay, tool_card
 
 __all__ = [
     "AbortController",
@@ -120,10 +121,12 @@ __all__ = [
     "InvalidToolOutputError",
     "JsonValue",
     "JsonlSessionWriter",
+    "LiveView",
     "Location",
     "McpConnectError",
     "McpConnection",
     "ModelError",
+    "NotebookApprovals",
     "OpenAIChatModel",
     "ReadLine",
     "ReadResultView",
@@ -168,8 +171,10 @@ __all__ = [
     "enforce_timeouts",
     "iter_session",
     "read_session",
+    "replay",
     "run_agent",
     "snapshot_json",
+    "tool_card",
 ]
 
 

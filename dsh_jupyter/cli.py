@@ -3,6 +3,7 @@
     dsh-jupyter demo                                  # run_code in a fresh kernel, sample tools
     dsh-jupyter run PROGRAM.py --tools MODULE:ATTR [--mode code|both] [--json]
     dsh-jupyter sdk --tools MODULE:ATTR [--scope NAME]
+    dsh-jupyter eval [--modes MODE ...] [-p NAME VALUE] [--param-file FILE] [-o DIR]
 """
 
 from __future__ import annotations
@@ -16,6 +17,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
+from .evaluation.command import add_arguments as add_eval_arguments
+from .evaluation.command import run_command as run_eval
 from .events import SessionEvent
 from .registry import ToolCall, ToolRegistry
 from .registry.results import ToolResult
@@ -49,7 +52,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     sdk = commands.add_parser("sdk", help="print the SDK section the model would see")
     sdk.add_argument("--tools", required=True, help="MODULE:ATTR naming a ToolRegistry")
     sdk.add_argument("--scope", default=None)
+    evaluate = commands.add_parser("eval", help="run the evaluation notebook through papermill")
+    add_eval_arguments(evaluate)
     options = parser.parse_args(argv)
+    if options.command == "eval":
+        return run_eval(options)
     if options.command == "demo":
         from .demo.tools import sample_registry
 
@@ -59,7 +66,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if options.command == "sdk":
         from .registry.prompt import sdk_section
 
-        scope = registry._scopes.get(options.scope) if options.scope else None
+        scope = registry.find_scope(options.scope) if options.scope else None
         print(sdk_section(registry, scope, language="python").text)
         return 0
     program = options.program.read_text(encoding="utf-8")

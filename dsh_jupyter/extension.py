@@ -88,10 +88,10 @@ def find_registry(namespace: dict[str, Any], name: str | None) -> ToolRegistry:
 def _find_scope(registry: ToolRegistry, name: str | None) -> AgentScope | None:
     if name is None:
         return None
-    scope = registry._scopes.get(name)
+    scope = registry.find_scope(name)
     if scope is None:
         raise RegistrationError(f"no scope named {name!r}; scopes: "
-                                f"{', '.join(sorted(registry._scopes)) or '(none)'}")
+                                f"{', '.join(s.name for s in registry.scopes) or '(none)'}")
     return scope
 
 

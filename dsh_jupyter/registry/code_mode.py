@@ -72,6 +72,16 @@ def render_run_code(_args: JsonValue, value: JsonValue) -> Content:
     return text_content(text if text else NO_OUTPUT)
 
 
+def run_code_meta(_args: JsonValue, value: JsonValue) -> JsonValue:
+    """Presentation metadata: the logs and the rendered result, kept apart for cards."""
+    assert isinstance(value, dict)
+    logs = value.get("logs")
+    meta: dict[str, JsonValue] = {"logs": list(logs) if isinstance(logs, list) else []}
+    if "result" in value:
+        meta["result"] = render_result_value(value["result"])
+    return meta
+
+
 def failure_message(result: CodeRunResult) -> str:
     assert result.failure is not None
     message = f"code run failed ({result.failure.kind}): {result.failure.message}"
@@ -105,7 +115,8 @@ def run_code_definition(registry: ToolRegistry) -> ToolDefinition:
 
     return ToolDefinition(
         name=RESERVED_NAME, description=RUN_CODE_DESCRIPTION, parameters=RUN_CODE_PARAMETERS,
-        output=ToolOutput(schema=RUN_CODE_OUTPUT, render=render_run_code),
+        output=ToolOutput(schema=RUN_CODE_OUTPUT, render=render_run_code,
+                          presentation_meta=run_code_meta),
         execute=run_code, validator=compile_schema(RUN_CODE_PARAMETERS), parse_args=parse,
         output_validator=compile_schema(RUN_CODE_OUTPUT), present_call=present_run_code)
 

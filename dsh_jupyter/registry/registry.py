@@ -123,6 +123,15 @@ class ToolRegistry(Layer):
         self._changed("scope", name, ())
         return scope
 
+    def find_scope(self, name: str) -> AgentScope | None:
+        """The live scope called ``name``, if any (event logs carry scope names)."""
+        return self._scopes.get(name)
+
+    @property
+    def scopes(self) -> tuple[AgentScope, ...]:
+        """Every live scope, in creation order."""
+        return tuple(self._scopes.values())
+
     def _dispose_scope(self, scope: AgentScope) -> None:
         if scope.disposed:
             return

@@ -1,0 +1,179 @@
+"""Answering ``Ask`` decisions in the notebook, or by a policy when nobody can click.
+
+::
+
+    registry = ToolRegistry(mode="code", approval=NotebookApprovals(policy="reject"))
+    view = LiveView(registry)        # approvals appear inside the call's card
+    view
+    # next cell
+    await registry.execute(call)     # top-level await: the click reaches the kernel
+
+How "nobody can click" is decided (``interactive``):
+
+- ``False``: the policy answers at once (batch runs, CI);
+- ``True``: always wait for a click (optionally at most ``timeout`` seconds);
+- ``None`` (default): outside an IPython kernel the policy answers at once.
+  Inside one, the prompt is displayed and the policy answers unless a front end
+  *renders* it within ``frontend_timeout`` seconds. Rendering is reported by the
+  front end itself (ipywidgets' ``_view_count``) over the same comm channel a
+  click uses, while the cell awaits, so a positive answer also proves the click
+  can arrive: papermill, nbval and ipykernel < 7.4 (where comm messages wait
+  until the cell ends) all fall back to the policy instead of hanging.
+
+The card always says who answered: ``approved by user`` or
+``rejected by policy 'reject': no widget front end``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+from collections.abc import Awaitable, Callable
+from typing import Any, Literal, Protocol, TypeAlias
+
+from ..errors import RegistrationError
+from ..registry.execution import ToolExecution
+from ..registry.policy import Approval
+from ..registry.scope import Undo
+from . import _ipw
+from .approval_card import ApprovalCard
+
+PolicyFunction: TypeAlias = Callable[
+    [ToolExecution, "str | None"], "bool | Approval | Awaitable[bool | Approval]"]
+ApprovalPolicy: TypeAlias = Literal["approve", "reject"] | PolicyFunction
+
+
+class ApprovalHost(Protocol):
+    """Something that can show an approval inside the card of call ``call_id``
+    (a :class:`~dsh_jupyter.widgets.LiveView`); returns False if it has no such card."""
+
+    def show_approval(self, call_id: str, card: ApprovalCard) -> bool: ...
+
+
+class NotebookApprovals:
+    """An :class:`~dsh_jupyter.ApprovalService` with Approve / Reject buttons."""
+
+    def __init__(self, policy: ApprovalPolicy = "reject", *, interactive: bool | None = None,
+                 frontend_timeout: float = 5.0, timeout: float | None = None) -> None:
+        if policy not in ("approve", "reject") and not callable(policy):
+            raise RegistrationError(
+                f"policy must be 'approve', 'reject' or a callable, got {policy!r}")
+        for label, value in (("frontend_timeout", frontend_timeout), ("timeout", timeout)):
+            if value is not None and (isinstance(value, bool) or value <= 0):
+                raise RegistrationError(f"{label} must be a positive number of seconds")
+        self.policy = policy
+        self.interactive = interactive
+        self.frontend_timeout = frontend_timeout
+        self.timeout = timeout
+        self._hosts: list[ApprovalHost] = []
+
+    @property
+    def policy_name(self) -> str:
+        policy = self.policy
+        return policy if isinstance(policy, str) else getattr(policy, "__name__", "policy")
+
+    def add_host(self, host: ApprovalHost) -> Undo:
+        """Offer prompts to ``host`` first (newest host first); returns an undo."""
+        self._hosts.insert(0, host)
+
+        def undo() -> None:
+            if host in self._hosts:
+                self._hosts.remove(host)
+
+        return undo
+
+    async def request(self, execution: ToolExecution, reason: str | None) -> Approval:
+        card = ApprovalCard(name=execution.name, arguments=execution.arguments, reason=reason)
+        handle = self._place(execution.call_id, card)
+        try:
+            approval = await self._decide(execution, reason, card)
+        except BaseException:
+            card.cancel()
+            _update(handle, card)
+            raise
+        card.answered(approval)
+        _update(handle, card)
+        return approval
+
+    def _place(self, call_id: str, card: ApprovalCard) -> Any:
+        """Show ``card`` in a host's card, else as its own output; the display handle."""
+        for host in tuple(self._hosts):
+            if host.show_approval(call_id, card):
+                return None
+        if self.interactive is False or not _ipw.in_kernel():
+            return None
+        return _ipw.display(card._repr_mimebundle_())
+
+    async def _decide(self, execution: ToolExecution, reason: str | None,
+                      card: ApprovalCard) -> Approval:
+        if self.interactive is False:
+            return await self._by_policy(execution, reason, "non-interactive")
+        if self.interactive is None and not _ipw.in_kernel():
+            return await self._by_policy(execution, reason, "no IPython kernel")
+        loop = asyncio.get_running_loop()
+        clicked: asyncio.Future[bool] = loop.create_future()
+
+        def on_answer(approved: bool) -> None:  # may run outside the loop's thread
+            loop.call_soon_threadsafe(_settle, clicked, approved)
+
+        card.on_answer = on_answer
+        if self.interactive is None and not await _rendered(card.widget, clicked,
+                                                            self.frontend_timeout):
+            return await self._by_policy(execution, reason, "no widget front end")
+        aborted = asyncio.ensure_future(execution.signal.wait())
+        waiting: set[asyncio.Future[Any]] = {clicked, aborted}
+        try:
+            done, _ = await asyncio.wait(waiting, timeout=self.timeout,
+                                         return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            aborted.cancel()
+        if clicked in done:
+            return Approval(approved=clicked.result(), answered_by="user")
+        if aborted in done:
+            return Approval(approved=False, answered_by="abort", note=aborted.result())
+        return await self._by_policy(execution, reason, f"no answer within {self.timeout:g} s")
+
+    async def _by_policy(self, execution: ToolExecution, reason: str | None,
+                         why: str) -> Approval:
+        who = f"policy {self.policy_name!r}"
+        if self.policy in ("approve", "reject"):
+            return Approval(approved=self.policy == "approve", answered_by=who, note=why)
+        assert callable(self.policy)
+        answer = self.policy(execution, reason)
+        if inspect.isawaitable(answer):
+            answer = await answer
+        if isinstance(answer, Approval):
+            return Approval(approved=answer.approved, answered_by=who,
+                            note=f"{why}; {answer.note}" if answer.note else why)
+        return Approval(approved=bool(answer), answered_by=who, note=why)
+
+
+async def _rendered(widget: Any, clicked: asyncio.Future[bool], seconds: float) -> bool:
+    """Wait until a front end reports a view of ``widget`` (or a click); False on timeout."""
+    if (widget._view_count or 0) > 0:
+        return True
+    loop = asyncio.get_running_loop()
+    seen: asyncio.Future[bool] = loop.create_future()
+
+    def observe(change: dict[str, Any]) -> None:
+        if (change["new"] or 0) > 0:
+            loop.call_soon_threadsafe(_settle, seen, True)
+
+    widget.observe(observe, names="_view_count")
+    try:
+        done, _ = await asyncio.wait({seen, clicked}, timeout=seconds,
+                                     return_when=asyncio.FIRST_COMPLETED)
+        return bool(done)
+    finally:
+        widget.unobserve(observe, names="_view_count")
+        seen.cancel()
+
+
+def _settle(future: asyncio.Future[bool], value: bool) -> None:
+    if not future.done():
+        future.set_result(value)
+
+
+def _update(handle: Any, card: ApprovalCard) -> None:
+    if handle is not None:
+        handle.update(card._repr_mimebundle_(), raw=True)

@@ -1,0 +1,92 @@
+"""A card as a small document: what every renderer (widget HTML, text/html,
+text/markdown, text/plain) draws, so the four always show the same thing.
+
+Every string in a document is plain text taken as is from tools; renderers
+escape it. A :class:`Doc` may contain other docs (a run_code card's sub-calls).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal, TypeAlias
+
+Tone = Literal["plain", "muted", "ok", "error"]
+Status = Literal["running", "ok", "error", "waiting", "approved", "rejected", "cancelled"]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Text:
+    """A short paragraph."""
+
+    text: str
+    tone: Tone = "plain"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Field:
+    """``label: value`` on one line."""
+
+    label: str
+    value: str
+    tone: Tone = "plain"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Code:
+    """Preformatted text. ``numbers`` gives each line its number (a file's own line
+    numbers, so a window starting at line 40 reads 40, 41, ...). ``collapsible``
+    draws it as a disclosure, open when ``open``."""
+
+    text: str
+    lang: str | None = None
+    numbers: tuple[int, ...] | None = None
+    label: str | None = None
+    collapsible: bool = False
+    open: bool = True
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Items:
+    """A bullet list."""
+
+    items: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Link:
+    """A titled URL; only http(s) URLs become clickable."""
+
+    title: str
+    url: str
+    note: str | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Links:
+    links: tuple[Link, ...]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Section:
+    """Blocks under a small heading (a file's matches, a diff, the calls of a program)."""
+
+    title: str
+    blocks: tuple[Block, ...]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Doc:
+    """One card. ``kind`` names the card for CSS and tests (``tool``, ``run-code``,
+    ``sub-call``, ``approval``); ``duration`` is shown by the live widget only, because
+    every text fallback must be deterministic."""
+
+    title: str
+    kind: str
+    status: Status | None = None
+    status_detail: str | None = None
+    subtitle: str | None = None
+    blocks: tuple[Block, ...] = ()
+    duration: float | None = None
+
+
+Block: TypeAlias = Text | Field | Code | Items | Links | Section | Doc

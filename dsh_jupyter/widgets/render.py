@@ -1,0 +1,263 @@
+"""Documents to text/plain, text/markdown and HTML.
+
+text/plain and text/markdown are deterministic (no durations, ids or times) so
+nbval can compare them; HTML shows durations only when ``timing=True`` (the
+live widget). Every tool-derived string is escaped here and nowhere else.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from urllib.parse import quote, urlsplit
+
+from .doc import Block, Code, Doc, Field, Items, Link, Links, Text, Tone
+from .highlight import highlight_lines
+from .text import clean, clip, escape_html, escape_markdown, fence
+
+STATUS_COLORS = {
+    "running": "#0969da", "ok": "#1a7f37", "error": "#cf222e", "waiting": "#9a6700",
+    "approved": "#1a7f37", "rejected": "#cf222e", "cancelled": "#6e7781",
+}
+TONE_COLORS: dict[Tone, str | None] = {
+    "plain": None, "muted": "#6e7781", "ok": "#1a7f37", "error": "#cf222e"}
+CARD_STYLE = ("border:1px solid #d0d7de;border-radius:6px;padding:6px 10px;margin:4px 0;"
+              "font-size:13px;line-height:1.45")
+NESTED_STYLE = "border-left:3px solid #d0d7de;padding:2px 0 2px 8px;margin:4px 0"
+PRE_STYLE = ("margin:4px 0;padding:4px 6px;background:rgba(127,127,127,0.08);overflow:auto;"
+             "max-height:32em;font-size:12px;line-height:1.4;white-space:pre")
+NUMBER_STYLE = "color:#8c959f;user-select:none"
+
+
+def status_label(doc: Doc) -> str | None:
+    if doc.status is None:
+        return None
+    return f"{doc.status}: {doc.status_detail}" if doc.status_detail else doc.status
+
+
+def format_duration(seconds: float) -> str:
+    if seconds < 1:
+        return f"{seconds * 1000:.0f} ms"
+    return f"{seconds:.1f} s" if seconds < 60 else f"{seconds / 60:.1f} min"
+
+
+def _code_lines(code: Code) -> tuple[list[str], list[str] | None, int]:
+    text, omitted = clip(code.text)
+    lines = text.split("\n")
+    if code.numbers is None:
+        return lines, None, omitted
+    numbers = [str(n) for n in code.numbers[: len(lines)]]
+    numbers += [""] * (len(lines) - len(numbers))
+    width = max(len(n) for n in numbers)
+    return lines, [n.rjust(width) for n in numbers], omitted
+
+
+def _more(omitted: int) -> str:
+    return f"… {omitted} more line{'s' if omitted != 1 else ''} not shown"
+
+
+# --- text/plain ---------------------------------------------------------------------
+
+
+def to_plain(doc: Doc) -> str:
+    return "\n".join(_plain_doc(doc, ""))
+
+
+def _plain_doc(doc: Doc, pad: str) -> list[str]:
+    label = status_label(doc)
+    head = f"[{label}] {clean(doc.title)}" if label else clean(doc.title)
+    if doc.subtitle:
+        head += f" — {clean(doc.subtitle)}"
+    return [pad + head, *_plain_blocks(doc.blocks, pad + "  ")]
+
+
+def _plain_blocks(blocks: Iterable[Block], pad: str) -> list[str]:
+    out: list[str] = []
+    for block in blocks:
+        if isinstance(block, Doc):
+            out += _plain_doc(block, pad)
+        elif isinstance(block, Text):
+            out += [pad + line for line in clean(block.text).split("\n")]
+        elif isinstance(block, Field):
+            out.append(f"{pad}{block.label}: {clean(block.value)}")
+        elif isinstance(block, Code):
+            lines, numbers, omitted = _code_lines(block)
+            if block.label:
+                out.append(f"{pad}{block.label}:")
+            inner = pad + "  "
+            if numbers is None:
+                out += [inner + line for line in lines]
+            else:
+                out += [f"{inner}{n} | {line}" for n, line in zip(numbers, lines, strict=True)]
+            if omitted:
+                out.append(inner + _more(omitted))
+        elif isinstance(block, Items):
+            out += [f"{pad}- {clean(item)}" for item in block.items]
+        elif isinstance(block, Links):
+            for link in block.links:
+                out.append(f"{pad}- {clean(link.title)} <{clean(link.url)}>")
+                if link.note:
+                    out += [f"{pad}  {line}" for line in clean(link.note).split("\n")]
+        else:
+            out.append(f"{pad}{clean(block.title)}:")
+            out += _plain_blocks(block.blocks, pad + "  ")
+    return out
+
+
+# --- text/markdown ------------------------------------------------------------------
+
+
+def to_markdown(doc: Doc) -> str:
+    return "\n\n".join(_markdown_doc(doc))
+
+
+def _markdown_doc(doc: Doc) -> list[str]:
+    head = f"**{escape_markdown(doc.title)}**"
+    label = status_label(doc)
+    if label:
+        head += f" · *{escape_markdown(label)}*"
+    if doc.subtitle:
+        head += f" — {escape_markdown(doc.subtitle)}"
+    return [head, *_markdown_blocks(doc.blocks)]
+
+
+def _markdown_blocks(blocks: Iterable[Block]) -> list[str]:
+    out: list[str] = []
+    for block in blocks:
+        if isinstance(block, Doc):
+            nested = "\n\n".join(_markdown_doc(block))
+            out.append("\n".join(f"> {line}" if line else ">" for line in nested.split("\n")))
+        elif isinstance(block, Text):
+            text = escape_markdown(block.text)
+            out.append(f"*{text}*" if block.tone == "muted" else text)
+        elif isinstance(block, Field):
+            out.append(f"{escape_markdown(block.label)}: {escape_markdown(block.value)}")
+        elif isinstance(block, Code):
+            lines, numbers, omitted = _code_lines(block)
+            if numbers is not None:
+                lines = [f"{n} | {line}" for n, line in zip(numbers, lines, strict=True)]
+            if omitted:
+                lines.append(_more(omitted))
+            label = f"*{escape_markdown(block.label)}*\n\n" if block.label else ""
+            lang = block.lang if numbers is None else None
+            out.append(label + fence("\n".join(lines), lang))
+        elif isinstance(block, Items):
+            out.append("\n".join(f"- {escape_markdown(item)}" for item in block.items))
+        elif isinstance(block, Links):
+            out.append("\n".join(_markdown_link(link) for link in block.links))
+        else:
+            out.append(f"*{escape_markdown(block.title)}*")
+            out += _markdown_blocks(block.blocks)
+    return out
+
+
+def _safe_url(url: str) -> str | None:
+    """``url`` if it is an http(s) URL, percent-quoted so it cannot break out of markup."""
+    try:
+        scheme = urlsplit(url.strip()).scheme.lower()
+    except ValueError:
+        return None
+    if scheme not in ("http", "https"):
+        return None
+    return quote(url.strip(), safe=":/?#@!&+,;=%~-._")
+
+
+def _markdown_link(link: Link) -> str:
+    url = _safe_url(link.url)
+    title = escape_markdown(link.title)
+    line = f"- [{title}]({url})" if url else f"- {title} ({escape_markdown(link.url)})"
+    if link.note:
+        line += "  \n  " + escape_markdown(link.note).replace("\n", "\n  ")
+    return line
+
+
+# --- HTML ---------------------------------------------------------------------------
+
+
+def to_html(doc: Doc, *, timing: bool = False) -> str:
+    """The whole card framed as one ``div``."""
+    return (f'<div class="dsh-card dsh-{escape_html(doc.kind)}" style="{CARD_STYLE}">'
+            f"{html_header(doc, timing=timing)}{html_blocks(doc.blocks, timing=timing)}</div>")
+
+
+def html_header(doc: Doc, *, timing: bool = False) -> str:
+    parts = []
+    label = status_label(doc)
+    if label is not None and doc.status is not None:
+        color = STATUS_COLORS[doc.status]
+        parts.append(f'<span class="dsh-status dsh-status-{doc.status}" style="color:#fff;'
+                     f'background:{color};border-radius:8px;padding:0 6px;font-size:11px">'
+                     f"{escape_html(label)}</span>")
+    parts.append(f'<b class="dsh-title">{escape_html(doc.title)}</b>')
+    if doc.subtitle:
+        parts.append(f'<span class="dsh-subtitle" style="color:#6e7781">'
+                     f"{escape_html(doc.subtitle)}</span>")
+    if timing and doc.duration is not None:
+        parts.append(f'<span class="dsh-duration" style="color:#6e7781;font-size:11px">'
+                     f"{format_duration(doc.duration)}</span>")
+    return f'<div class="dsh-header">{" ".join(parts)}</div>'
+
+
+def html_blocks(blocks: Iterable[Block], *, timing: bool = False) -> str:
+    return "".join(_html_block(block, timing) for block in blocks)
+
+
+def _tone(tone: Tone) -> str:
+    color = TONE_COLORS[tone]
+    return f' style="color:{color}"' if color else ""
+
+
+def _html_block(block: Block, timing: bool) -> str:
+    if isinstance(block, Doc):
+        return (f'<div class="dsh-nested dsh-{escape_html(block.kind)}" style="{NESTED_STYLE}">'
+                f"{html_header(block, timing=timing)}{html_blocks(block.blocks, timing=timing)}"
+                "</div>")
+    if isinstance(block, Text):
+        body = "<br>".join(escape_html(line) for line in clean(block.text).split("\n"))
+        return f'<div class="dsh-text"{_tone(block.tone)}>{body}</div>'
+    if isinstance(block, Field):
+        return (f'<div class="dsh-field"><span style="color:#6e7781">{escape_html(block.label)}:'
+                f"</span> <span{_tone(block.tone)}>{escape_html(block.value)}</span></div>")
+    if isinstance(block, Code):
+        return _html_code(block)
+    if isinstance(block, Items):
+        items = "".join(f"<li>{escape_html(item)}</li>" for item in block.items)
+        return f'<ul class="dsh-items" style="margin:2px 0;padding-left:20px">{items}</ul>'
+    if isinstance(block, Links):
+        items = "".join(f"<li>{_html_link(link)}</li>" for link in block.links)
+        return f'<ul class="dsh-links" style="margin:2px 0;padding-left:20px">{items}</ul>'
+    return (f'<div class="dsh-section"><div style="font-weight:600;margin-top:4px">'
+            f"{escape_html(block.title)}</div>{html_blocks(block.blocks, timing=timing)}</div>")
+
+
+def _html_code(code: Code) -> str:
+    lines, numbers, omitted = _code_lines(code)
+    rendered = highlight_lines(lines, code.lang)
+    if numbers is not None:
+        rendered = [f'<span class="dsh-ln" style="{NUMBER_STYLE}">{escape_html(n)} </span>{line}'
+                    for n, line in zip(numbers, rendered, strict=True)]
+    if omitted:
+        rendered.append(f'<span style="color:#6e7781">{escape_html(_more(omitted))}</span>')
+    body = "\n".join(rendered)
+    pre = f'<pre class="dsh-code" style="{PRE_STYLE}">{body}</pre>'
+    label = escape_html(code.label) if code.label else None
+    if code.collapsible:
+        summary = label or "details"
+        return (f'<details class="dsh-details"{" open" if code.open else ""}>'
+                f'<summary style="cursor:pointer">{summary}</summary>{pre}</details>')
+    if label:
+        return f'<div class="dsh-label" style="color:#6e7781">{label}</div>{pre}'
+    return pre
+
+
+def _html_link(link: Link) -> str:
+    title = escape_html(link.title)
+    url = _safe_url(link.url)
+    if url is not None:
+        head = (f'<a href="{escape_html(url)}" target="_blank" rel="noopener noreferrer">'
+                f"{title}</a>")
+    else:
+        head = title
+    out = f'{head} <span style="color:#6e7781">{escape_html(link.url)}</span>'
+    if link.note:
+        out += f'<div>{escape_html(link.note)}</div>'
+    return out

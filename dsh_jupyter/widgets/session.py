@@ -1,0 +1,214 @@
+"""Session views: cards for every call of a session, live or replayed.
+
+::
+
+    view = LiveView(registry)          # follows registry.on_event; display it once
+    view
+    ...
+    view.dispose()                     # stops following
+
+    replay("session.jsonl")            # the same cards from a log, nothing runs
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Collection, Iterable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from ..events import SessionEvent, read_session
+from ..json_value import JsonValue
+from ..registry.presentation import DurableResult
+from ..registry.results import ToolResult
+from ..registry.scope import RESERVED_NAME
+from . import _ipw
+from .approval_card import ApprovalCard
+from .approvals import NotebookApprovals
+from .cards import Card, ToolCard, mimebundle
+from .presenting import (
+    DefinitionLookup,
+    durable_from_event,
+    durable_from_result,
+    no_definitions,
+    present_call,
+    present_result,
+    registry_lookup,
+)
+from .run_code import RunCodeCard, SubCallCard
+
+if TYPE_CHECKING:
+    from ..registry.definition import ToolDefinition
+    from ..registry.registry import ToolRegistry
+    from ..registry.scope import AgentScope
+
+
+def tool_card(name: str, arguments: JsonValue, *, definition: ToolDefinition | None = None,
+              result: ToolResult | DurableResult | None = None,
+              duration: float | None = None) -> ToolCard | RunCodeCard:
+    """The card for one call, from the definition's presenters (generic without one).
+    A :class:`ToolResult` is reduced to its durable part first."""
+    card: ToolCard | RunCodeCard
+    if name == RESERVED_NAME:
+        card = RunCodeCard(arguments=arguments)
+    else:
+        card = ToolCard(name=name, call=present_call(name, arguments, definition))
+    if result is not None:
+        durable = result if isinstance(result, DurableResult) else durable_from_result(result)
+        if isinstance(card, RunCodeCard):
+            card.finish(durable, duration=duration)
+        else:
+            card.finish(durable, present_result(name, arguments, durable, definition),
+                        duration=duration)
+    return card
+
+
+class SessionView:
+    """Cards in the order their calls started; :meth:`apply` feeds it events."""
+
+    def __init__(self, *, definitions: DefinitionLookup | None = None) -> None:
+        self._lookup = definitions or no_definitions
+        self._cards: dict[str, ToolCard | RunCodeCard] = {}
+        self._sub_calls: dict[str, SubCallCard] = {}
+        self._box: Any = None
+        self._handles: list[Any] = []
+        self._published: dict[str, Any] | None = None
+
+    @property
+    def cards(self) -> tuple[ToolCard | RunCodeCard, ...]:
+        return tuple(self._cards.values())
+
+    def card(self, call_id: str) -> Card | None:
+        """The card of a top-level call or of a run_code sub-call."""
+        return self._cards.get(call_id) or self._sub_calls.get(call_id)
+
+    def apply(self, event: SessionEvent) -> None:
+        """Add or update the card ``event`` is about (unknown kinds are ignored)."""
+        if event["kind"] == "tool/call":
+            self._top(event["call_id"], event["name"], event["arguments"], event["agent"])
+        elif event["kind"] == "tool/result":
+            card = self._top(event["call_id"], event["name"], event["arguments"],
+                             event["agent"])
+            durable = durable_from_event(event)
+            duration = event["ended"] - event["started"]
+            if isinstance(card, RunCodeCard):
+                card.finish(durable, duration=duration)
+            else:
+                view = present_result(event["name"], event["arguments"], durable,
+                                      self._lookup(event["name"], event["agent"]))
+                card.finish(durable, view, duration=duration)
+            self.refresh()
+        elif event["kind"] == "tool/code-dispatch-start":
+            self._sub(event["parent_call_id"], event["call_id"], event["name"],
+                      event["arguments"])
+        elif event["kind"] == "tool/code-dispatch":
+            sub = self._sub(event["parent_call_id"], event["call_id"], event["name"],
+                            event["arguments"])
+            sub.finish(durable_from_event(event), duration=event["ended"] - event["started"])
+
+    def _top(self, call_id: str, name: str, arguments: JsonValue,
+             agent: str | None) -> ToolCard | RunCodeCard:
+        card = self._cards.get(call_id)
+        if card is None:
+            card = self._cards[call_id] = tool_card(name, arguments,
+                                                    definition=self._lookup(name, agent))
+            if self._box is not None:
+                self._box.children = (*self._box.children, card.widget)
+        return card
+
+    def _sub(self, parent_id: str, call_id: str, name: str, arguments: JsonValue) -> SubCallCard:
+        sub = self._sub_calls.get(call_id)
+        if sub is None:
+            parent = self._cards.get(parent_id)
+            if parent is None:  # joined mid-run: a run_code card without its program
+                parent = self._top(parent_id, RESERVED_NAME, {}, None)
+            if not isinstance(parent, RunCodeCard):
+                raise ValueError(f"sub-call {call_id!r} names {parent_id!r} as its parent, "
+                                 f"which is a call of {parent.name!r}, not of {RESERVED_NAME}")
+            sub = self._sub_calls[call_id] = parent.start_call(call_id, name, arguments)
+        return sub
+
+    def show_approval(self, call_id: str, card: ApprovalCard) -> bool:
+        """:class:`~dsh_jupyter.widgets.approvals.ApprovalHost`: show it in the call's card."""
+        target = self.card(call_id)
+        if target is None:
+            return False
+        target.attach_approval(card)
+        return True
+
+    # Display ---------------------------------------------------------------------
+    @property
+    def widget(self) -> Any:
+        if self._box is None:
+            self._box = _ipw.ipywidgets().VBox([card.widget for card in self._cards.values()])
+            self._box.add_class("dsh-session")
+        return self._box
+
+    def _repr_mimebundle_(self, include: Collection[str] | None = None,
+                          exclude: Collection[str] | None = None) -> dict[str, Any]:
+        return mimebundle([card.document() for card in self._cards.values()],
+                          lambda: self.widget, include=include, exclude=exclude)
+
+    def __str__(self) -> str:
+        return str(self._repr_mimebundle_(include=("text/plain",))["text/plain"])
+
+    def _ipython_display_(self) -> None:
+        # Displayed with an id so that refresh() can bring the text fallbacks (what
+        # papermill and nbconvert keep) up to date; the widget updates by itself.
+        self._published = self._repr_mimebundle_()
+        self._handles.append(_ipw.display(self._published))
+
+    def refresh(self) -> None:
+        """Re-publish the text fallbacks of every display of this view (if they changed)."""
+        if not self._handles:
+            return
+        bundle = self._repr_mimebundle_()
+        if bundle != self._published:
+            self._published = bundle
+            for handle in self._handles:
+                handle.update(bundle, raw=True)
+
+
+class LiveView(SessionView):
+    """Follows ``registry``: a card appears when a call starts and updates as it runs.
+
+    ``scopes`` lets calls made in those agent scopes use the scope's definitions.
+    Approvals of a :class:`NotebookApprovals` attached to the registry (or given
+    as ``approvals``) appear inside the call's card."""
+
+    def __init__(self, registry: ToolRegistry, *, scopes: Iterable[AgentScope] = (),
+                 approvals: NotebookApprovals | None = None) -> None:
+        super().__init__(definitions=registry_lookup(registry, scopes))
+        self._undo = [registry.on_event(self.apply)]
+        service = approvals if approvals is not None else registry.approval
+        if isinstance(service, NotebookApprovals):
+            self._undo.append(service.add_host(self))
+
+    @property
+    def following(self) -> bool:
+        return bool(self._undo)
+
+    def dispose(self) -> None:
+        """Stop following (idempotent); the cards stay as they are."""
+        while self._undo:
+            self._undo.pop()()
+        self.refresh()
+
+    def __enter__(self) -> LiveView:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.dispose()
+
+
+def replay(source: str | os.PathLike[str] | Iterable[SessionEvent], *,
+           registry: ToolRegistry | None = None,
+           scopes: Iterable[AgentScope] = ()) -> SessionView:
+    """Cards for a JSON Lines session log (or events), without running anything.
+    With ``registry`` the tools' own presenters draw the cards; otherwise, and for
+    tools it no longer has, the generic cards do."""
+    events = read_session(Path(source)) if isinstance(source, str | os.PathLike) else source
+    view = SessionView(definitions=registry_lookup(registry, scopes) if registry else None)
+    for event in events:
+        view.apply(event)
+    return view

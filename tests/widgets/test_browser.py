@@ -1,0 +1,156 @@
+"""The cards in a real browser: JupyterLab + Debian's chromium driven by Playwright.
+
+The notebook runs a run_code program (in a throwaway kernel) with three
+sub-calls, the third of which needs approval. The test checks the DOM of the
+run_code card and its nested cards while the cell awaits, clicks Approve,
+checks the outcome, and saves screenshots to ``artifacts/widgets/``; with
+``DSH_UPDATE_DOC_SCREENSHOTS=1`` also to ``docs/img/`` for ``docs/widgets.md``.
+Run it alone with ``pytest -m browser tests/widgets``.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import shutil
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from lab_harness import LabServer, jupyterlab
+
+REPO = Path(__file__).resolve().parents[2]
+NOTEBOOK = Path(__file__).parent / "notebooks" / "widgets_live.ipynb"
+CHROMIUM = os.environ.get("DSH_CHROMIUM", "/usr/bin/chromium")
+ARTIFACTS = REPO / "artifacts" / "widgets"
+DOCS_IMG = REPO / "docs" / "img"
+# Screenshots show durations, so they differ on every run: docs/img is rewritten only
+# when asked, and a normal run leaves the checkout clean.
+UPDATE_DOCS = os.environ.get("DSH_UPDATE_DOC_SCREENSHOTS") == "1"
+CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                 "--disable-component-update", "--disable-sync", "--no-first-run"]
+XSS_TITLE = 'Tidy the notes <img src=x onerror="window.__dsh_xss = 2">'
+
+
+def _missing() -> str | None:
+    if not Path(CHROMIUM).exists():
+        return f"no chromium at {CHROMIUM} (apt-get install -y chromium)"
+    for module in ("jupyterlab", "playwright"):
+        if importlib.util.find_spec(module) is None:
+            return f"{module} is not installed (pip install jupyterlab playwright)"
+    return None
+
+
+pytestmark = [pytest.mark.browser, pytest.mark.kernel,
+              pytest.mark.skipif(_missing() is not None, reason=_missing() or ""),
+              pytest.mark.timeout(300)]
+
+
+@pytest.fixture
+def lab(tmp_path: Path) -> Iterator[LabServer]:
+    root = tmp_path / "root"
+    root.mkdir()
+    shutil.copy(NOTEBOOK, root / NOTEBOOK.name)
+    with jupyterlab(root, tmp_path / "lab") as server:
+        yield server
+
+
+@pytest.fixture
+def page(lab: LabServer) -> Iterator[Any]:
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, headless=True,
+                                             args=CHROMIUM_ARGS)
+        try:
+            context = browser.new_context(viewport={"width": 1100, "height": 1400},
+                                          device_scale_factor=1)
+            yield context.new_page()
+        finally:
+            browser.close()
+
+
+def _kernel_idle(page: Any) -> None:
+    page.wait_for_function(
+        "() => window.jupyterapp?.shell.currentWidget?.sessionContext?.session?.kernel"
+        "?.status === 'idle'", timeout=90_000)
+
+
+def _save(locator: Any, name: str, *, docs: bool) -> None:
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    locator.screenshot(path=str(ARTIFACTS / name), animations="disabled")
+    if docs and UPDATE_DOCS:
+        DOCS_IMG.mkdir(parents=True, exist_ok=True)
+        shutil.copy(ARTIFACTS / name, DOCS_IMG / name)
+
+
+def _text(locator: Any) -> str:
+    return " ".join(locator.inner_text().split())
+
+
+def _headers(calls: Any) -> list[str]:
+    """Each nested card's own header line (not the approval card's inside it)."""
+    return [_text(calls.nth(i).locator(".dsh-header").first) for i in range(calls.count())]
+
+
+def test_run_code_card_with_approval_in_jupyterlab(lab: LabServer, page: Any) -> None:
+    started = time.monotonic()
+    page.goto(f"{lab.url}/lab/tree/{NOTEBOOK.name}?reset")
+    _kernel_idle(page)
+    # Not awaited: the command resolves only when every cell has run, and the
+    # program cell waits for our click.
+    page.evaluate("() => { window.jupyterapp.commands.execute('notebook:run-all-cells'); }")
+
+    card = page.locator(".dsh-card-widget.dsh-run-code")
+    approve = card.locator("button.dsh-approve")
+    approve.wait_for(state="visible", timeout=120_000)
+
+    # While the cell awaits: the title (escaped), the program, three nested cards.
+    header = card.locator(".dsh-header").first
+    assert _text(header).startswith(f"running {XSS_TITLE} run_code")
+    assert "await tools.delete_file" in card.locator("details.dsh-details").first.inner_text()
+    calls = card.locator(".dsh-card-widget.dsh-sub-call")
+    assert calls.count() == 3
+    rows = _headers(calls)
+    assert rows[0].startswith('ok list_files pattern="*"'), rows
+    assert rows[1].startswith('ok read_file path="notes/todo.md"'), rows
+    assert rows[2] == 'running delete_file path="notes/todo.md"', rows
+    prompt = calls.nth(2).locator(".dsh-card-widget.dsh-approval")
+    assert "Approve delete_file?" in prompt.inner_text()
+    assert "deleting a file cannot be undone" in prompt.inner_text()
+    _save(card, "widgets-run-code-approval.png", docs=True)
+
+    approve.click()
+
+    done = page.locator(".jp-OutputArea-output", has_text="run_code is_error: False")
+    done.wait_for(timeout=60_000)
+    page.locator(".jp-OutputArea-output", has_text="done").first.wait_for(timeout=60_000)
+    assert _text(header).startswith(f"ok {XSS_TITLE} run_code")
+    rows = _headers(calls)
+    assert [row.split()[0] for row in rows] == ["ok", "ok", "ok"], rows
+    assert "approval: approved by user" in prompt.inner_text()
+    assert not approve.is_visible()
+    output = card.inner_text()
+    assert '- <img src=x onerror="window.__dsh_xss = 1">' in output
+    assert '"deleted": "notes/todo.md"' in output
+    _save(card, "widgets-run-code-done.png", docs=True)
+
+    gallery = page.locator(".jp-Cell").last.locator(".jp-OutputArea")
+    gallery.locator(".dsh-card-widget").nth(5).wait_for(timeout=60_000)
+    gallery_text = gallery.inner_text()
+    for expected in ("exit code: 1", "showing 3 of 7 matches", "lines 40 to 42 of 120",
+                     "+    return a - b", "ipywidgets documentation", "error: TOOL_ERROR",
+                     'TODO: <img src=x onerror="window.__dsh_xss = 3">'):
+        assert expected in gallery_text, expected
+    links = gallery.locator("a")
+    assert [links.nth(i).get_attribute("href") for i in range(links.count())] == [
+        "https://ipywidgets.readthedocs.io/"]
+    page.evaluate("() => document.querySelector('.jp-Notebook').scrollTop = 0")
+    _save(gallery, "widgets-gallery.png", docs=True)
+
+    # Nothing tool-derived ran as markup, anywhere on the page.
+    assert page.evaluate("() => window.__dsh_xss") is None
+    assert page.locator(".jp-Notebook img[src='x']").count() == 0
+    print(f"browser test body took {time.monotonic() - started:.1f} s")

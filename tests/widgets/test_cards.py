@@ -1,0 +1,284 @@
+"""From render intents to cards: every call and result view, the fallbacks, the
+escaping of tool-derived text, and the mime bundle papermill and nbval keep."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from widget_support import PAYLOAD, failed, ok, widget_html
+
+from dsh_jupyter import (
+    DiffCallView,
+    DiffResultView,
+    FileDiff,
+    GenericCallView,
+    GenericResultView,
+    Location,
+    ReadLine,
+    ReadResultView,
+    SearchFileMatches,
+    SearchMatch,
+    SearchResultView,
+    TerminalCallView,
+    TerminalResultView,
+    ToolSuccess,
+    WebFetchSummary,
+    WebResultView,
+    WebSource,
+    define_tool,
+)
+from dsh_jupyter.widgets import RunCodeCard, ToolCard, tool_card
+
+WIDGET_MIME = "application/vnd.jupyter.widget-view+json"
+
+
+def plain(card: Any) -> str:
+    return str(card._repr_mimebundle_()["text/plain"])
+
+
+def test_terminal_call_and_result() -> None:
+    card = ToolCard(name="bash", call=TerminalCallView(title="make test", cwd="/src",
+                                                       description="Run the tests"))
+    assert plain(card) == ("[running] make test — bash\n    $ make test\n  Run the tests\n"
+                           "  cwd: /src")
+    card.finish(ok("2 failed"), TerminalResultView(output="2 failed", exit_code=2,
+                                                   signal="SIGTERM"), duration=0.5)
+    assert plain(card).splitlines()[-4:] == [
+        "  cwd: /src", "    2 failed", "  exit code: 2", "  signal: SIGTERM"]
+
+
+def test_diff_call_and_result() -> None:
+    diffs = (FileDiff(path="a.py", old_text="x = 1\n", new_text="x = 2\n"),
+             FileDiff(path="new.py", old_text=None, new_text="print()\n"))
+    card = ToolCard(name="edit", call=DiffCallView(title="Edit two files", diffs=diffs,
+                                                   locations=(Location(path="a.py", line=1),)))
+    card.finish(ok(), DiffResultView(title="Applied", diffs=diffs[:1]))
+    text = plain(card)
+    assert "  a.py:\n      --- a/a.py\n      +++ b/a.py\n      @@ -1 +1 @@\n      -x = 1\n" \
+           "      +x = 2" in text
+    assert "  new.py (new file):\n      --- /dev/null\n      +++ b/new.py" in text
+    assert "  - a.py:1" in text and "  Applied:\n    a.py:" in text
+    html = card._repr_mimebundle_()["text/html"]
+    assert "#A00000" in html  # removed lines highlighted as a diff
+
+
+@pytest.mark.parametrize(("view", "summary"), [
+    (SearchResultView(shape="matches", truncated=True, total=7, files=(
+        SearchFileMatches(path="a.py", matches=(SearchMatch(line=3, text="x"),
+                                                SearchMatch(line=9, text="y"))),)),
+     "showing 2 of 7 matches"),
+    (SearchResultView(shape="matches", truncated=False, total=1, files=(
+        SearchFileMatches(path="a.py", matches=(SearchMatch(line=3, text="x"),)),)), "1 match"),
+    (SearchResultView(shape="paths", truncated=True, total=5, paths=("a", "b")),
+     "showing 2 of 5 paths"),
+    (SearchResultView(shape="paths", truncated=False, total=0), "no paths"),
+    (SearchResultView(shape="matches", truncated=False, total=0), "no matches"),
+])
+def test_search_says_when_it_is_truncated(view: SearchResultView, summary: str) -> None:
+    card = ToolCard(name="grep", call=GenericCallView(title="grep"))
+    card.finish(ok("ignored content"), view)
+    lines = plain(card).splitlines()
+    assert lines[1] == f"  {summary}"
+    assert "ignored content" not in plain(card)  # a search card carries no result text
+
+
+def test_search_matches_are_grouped_by_file() -> None:
+    card = ToolCard(name="grep", call=GenericCallView(title="grep"))
+    card.finish(ok(), SearchResultView(shape="matches", truncated=False, total=3, files=(
+        SearchFileMatches(path="a.py", matches=(SearchMatch(line=3, text="x"),
+                                                SearchMatch(line=12, text="y"))),
+        SearchFileMatches(path="b.py", matches=(SearchMatch(line=1, text="z"),)))))
+    assert plain(card).splitlines()[2:] == [
+        "  a.py (2 matches):", "       3 | x", "      12 | y", "  b.py (1 match):", "      1 | z"]
+
+
+def test_read_is_numbered_from_its_offset_and_highlighted() -> None:
+    card = ToolCard(name="read", call=GenericCallView(title="Read a.py", kind="read"))
+    card.finish(ok(), ReadResultView(path="a.py", offset=40, total_lines=99, lang="python",
+                                     lines=(ReadLine(number=40, text="def f():"),
+                                            ReadLine(number=41, text="    return 1"))))
+    assert plain(card).splitlines()[1:] == [
+        "  path: a.py", "  lines 40 to 41 of 99", "    40 | def f():", "    41 |     return 1"]
+    html = card._repr_mimebundle_()["text/html"]
+    assert '<span style="color: #008000; font-weight: bold">def</span>' in html
+
+
+def test_read_past_the_end_keeps_the_offset() -> None:
+    card = ToolCard(name="read", call=GenericCallView(title="Read a.py"))
+    card.finish(ok(), ReadResultView(path="a.py", offset=500, total_lines=120, lines=()))
+    assert plain(card).splitlines()[-1] == "  no lines from line 500 (the file has 120 lines)"
+
+
+def test_web_search_and_fetch() -> None:
+    search = ToolCard(name="web", call=GenericCallView(title="search"))
+    search.finish(ok(), WebResultView(kind="search", sources=(
+        WebSource(title="Docs", url="https://docs.example/", snippet="About"),)))
+    assert plain(search).splitlines()[1:] == [
+        "  1 source", "  - Docs <https://docs.example/>", "    About"]
+    fetch = ToolCard(name="fetch", call=GenericCallView(title="fetch"))
+    fetch.finish(ok(), WebResultView(kind="fetch", fetch=WebFetchSummary(
+        url="https://e.example/", title="E", status=404, content_type="text/html", bytes=10,
+        summary="Not found")))
+    assert plain(fetch).splitlines()[1:] == [
+        "  - E <https://e.example/>", "  status: 404", "  type: text/html", "  size: 10 bytes",
+        "  Not found"]
+
+
+def test_generic_call_and_result() -> None:
+    card = ToolCard(name="t", call=GenericCallView(title="t", raw_input='{"a": 1}',
+                                                   content="context"))
+    card.finish(ok("out"), GenericResultView(title="Result", content="shown"))
+    assert plain(card) == ('[ok] t\n  input:\n    {"a": 1}\n    context\n  Result:\n'
+                           "      shown")
+
+
+def test_fallback_without_presenter_and_for_errors() -> None:
+    card = ToolCard(name="t", call=GenericCallView(title="t"))
+    card.finish(ok(""))
+    assert plain(card) == "[ok] t\n  (no output)"
+    card.finish(failed("disk full\nsecond line", "TOOL_ERROR"))
+    assert plain(card) == "[error: TOOL_ERROR] t\n  error:\n    disk full\n    second line"
+    card.finish(failed("no code", None))
+    assert plain(card).splitlines()[0] == "[error] t"
+
+
+ALL_VIEWS: list[tuple[Any, Any]] = [
+    (TerminalCallView(title=PAYLOAD, description=PAYLOAD, cwd=PAYLOAD),
+     TerminalResultView(title=PAYLOAD, output=PAYLOAD, signal=PAYLOAD)),
+    (DiffCallView(title=PAYLOAD, diffs=(FileDiff(path=PAYLOAD, old_text=PAYLOAD,
+                                                 new_text=PAYLOAD + "!"),),
+                  locations=(Location(path=PAYLOAD),)),
+     DiffResultView(title=PAYLOAD, diffs=(FileDiff(path=PAYLOAD, old_text=None,
+                                                   new_text=PAYLOAD),))),
+    (GenericCallView(title=PAYLOAD, kind=PAYLOAD, raw_input=PAYLOAD, content=PAYLOAD),
+     SearchResultView(shape="matches", title=PAYLOAD, truncated=True, total=9, files=(
+         SearchFileMatches(path=PAYLOAD, matches=(SearchMatch(line=1, text=PAYLOAD),)),))),
+    (GenericCallView(title=PAYLOAD),
+     SearchResultView(shape="paths", truncated=False, total=1, paths=(PAYLOAD,))),
+    (GenericCallView(title=PAYLOAD),
+     ReadResultView(path=PAYLOAD, offset=1, total_lines=1, lang="html", title=PAYLOAD,
+                    lines=(ReadLine(number=1, text=PAYLOAD),))),
+    (GenericCallView(title=PAYLOAD),
+     WebResultView(kind="search", title=PAYLOAD, sources=(
+         WebSource(title=PAYLOAD, url=PAYLOAD, snippet=PAYLOAD),))),
+    (GenericCallView(title=PAYLOAD),
+     WebResultView(kind="fetch", fetch=WebFetchSummary(url=PAYLOAD, title=PAYLOAD,
+                                                       content_type=PAYLOAD, summary=PAYLOAD))),
+    (GenericCallView(title=PAYLOAD), GenericResultView(title=PAYLOAD, content=PAYLOAD)),
+    (GenericCallView(title=PAYLOAD), None),
+]
+
+
+@pytest.mark.parametrize(("call", "result"), ALL_VIEWS)
+@pytest.mark.parametrize("error", [False, True])
+def test_tool_text_never_becomes_markup(call: Any, result: Any, error: bool) -> None:
+    card = ToolCard(name=PAYLOAD, call=call)
+    card.finish(failed(PAYLOAD, PAYLOAD) if error else ok(PAYLOAD), result)
+    bundle = card._repr_mimebundle_()
+    assert PAYLOAD in bundle["text/plain"]
+    for text in (bundle["text/html"], widget_html(card.widget)):
+        assert "<img" not in text and "&lt;img src=x onerror=alert(1)&gt;" in text
+    fenced = bundle["text/markdown"].split("```")
+    assert all("<img" not in part for part in fenced[::2])
+
+
+def test_mimebundle_has_every_fallback_and_the_widget() -> None:
+    card = ToolCard(name="t", call=GenericCallView(title="t"))
+    bundle = card._repr_mimebundle_()
+    assert set(bundle) == {"text/plain", "text/html", "text/markdown", WIDGET_MIME}
+    assert bundle[WIDGET_MIME]["model_id"] == card.widget.model_id
+    assert set(card._repr_mimebundle_(include=["text/plain"])) == {"text/plain"}
+    assert WIDGET_MIME not in card._repr_mimebundle_(exclude=[WIDGET_MIME])
+    assert str(card) == "[running] t"
+
+
+def test_the_widget_updates_in_place() -> None:
+    card = ToolCard(name="t", call=GenericCallView(title="t"))
+    widget = card.widget
+    assert "running" in widget_html(widget)
+    card.finish(ok("done"), duration=0.25)
+    assert card.widget is widget
+    html = widget_html(widget)
+    assert "dsh-status-ok" in html and "250 ms" in html and "done" in html
+    assert "250 ms" not in card._repr_mimebundle_()["text/html"]
+
+
+# --- presenters ---------------------------------------------------------------------
+
+
+def read_tool(**presenters: Any) -> Any:
+    return define_tool(name="read", parameters={"type": "object"},
+                       output={"schema": {"type": "string"}, "render": lambda a, v: "content"},
+                       execute=lambda a, c: "secret canonical value", **presenters)
+
+
+def test_tool_card_uses_the_definitions_presenters() -> None:
+    definition = read_tool(
+        present_call=lambda args: TerminalCallView(title=f"cat {args['path']}"),
+        present_result=lambda args, durable: TerminalResultView(
+            output=f"{len(durable.content)} block", exit_code=0))
+    result = ToolSuccess(value="secret canonical value",
+                         content=({"type": "text", "text": "content"},))
+    card = tool_card("read", {"path": "a"}, definition=definition, result=result)
+    text = plain(card)
+    assert text.startswith("[ok] cat a — read") and "1 block" in text
+    assert "secret" not in text  # only the durable part of a result reaches a card
+
+
+def test_failing_or_odd_presenters_fall_back_to_generic() -> None:
+    def boom(*_: Any) -> Any:
+        raise KeyError("old log arguments")
+
+    for definition in (read_tool(present_call=boom, present_result=boom),
+                       read_tool(present_call=lambda a: "not a view",
+                                 present_result=lambda a, d: 42), None):
+        card = tool_card("read", {"path": "a"}, definition=definition, result=ok("content"))
+        assert plain(card) == '[ok] read\n  input:\n    {\n      "path": "a"\n    }\n' \
+                              "    content"
+
+
+# --- run_code -----------------------------------------------------------------------
+
+
+PROGRAM = "x = await tools.a({})\nprint(x)\nreturn x"
+
+
+def test_run_code_card_title_program_and_outcome() -> None:
+    card = tool_card("run_code", {"code": PROGRAM, "description": "Add things"})
+    assert isinstance(card, RunCodeCard)
+    sub = card.start_call("r:code:1", "a", {"n": 1})
+    assert plain(card) == ("[running] Add things — run_code\n  program (3 lines):\n"
+                           "    x = await tools.a({})\n    print(x)\n    return x\n"
+                           "  tool calls (1):\n    [running] a — n=1")
+    sub.finish(failed("boom", "DENIED"), duration=0.1)
+    card.finish(ok("1\n1"))
+    assert plain(card).splitlines()[-5:] == [
+        "    [error: DENIED] a — n=1", "      boom", "  output:", "    1", "    1"]
+    html = widget_html(card.widget)
+    assert "<details class=\"dsh-details\" open>" in html and "100 ms" in html
+
+
+def test_run_code_card_with_logs_and_result_meta() -> None:
+    card = tool_card("run_code", {"code": "return 1", "description": "d"},
+                     result=ok("a\n1", meta={"logs": ["a"], "result": "1"}))
+    assert plain(card).splitlines()[-4:] == ["  logs:", "    a", "  result:", "    1"]
+
+
+def test_run_code_failure_shows_kind_message_and_logs() -> None:
+    message = ("code run failed (exception): Traceback:\n  ValueError: bad\n"
+               "Captured output:\nbefore the crash")
+    card = tool_card("run_code", {"code": "raise ValueError('bad')", "description": "d"},
+                     result=failed(message, "CODE_RUN_FAILED"))
+    assert plain(card).splitlines()[3:] == [
+        "  failure: exception", "  message:", "    Traceback:", "      ValueError: bad",
+        "  logs:", "    before the crash"]
+    denied = tool_card("run_code", {"code": "", "description": " "},
+                       result=failed("needs approval", "DENIED"))
+    assert plain(denied).splitlines()[0] == "[error: DENIED] Run code — run_code"
+    assert plain(denied).splitlines()[-1] == "    needs approval"
+
+
+def test_long_programs_start_collapsed() -> None:
+    card = tool_card("run_code", {"code": "\n".join(["pass"] * 30), "description": "d"})
+    assert "<details class=\"dsh-details\">" in widget_html(card.widget)
