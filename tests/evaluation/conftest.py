@@ -1,0 +1,13 @@
+"""Fixtures for the evaluation tests."""
+
+from __future__ import annotations
+
+import pytest
+
+from dsh_jupyter.evaluation import TaskSet, load_task_set
+
+
+@pytest.fixture
+def shipped() -> TaskSet:
+    """The shipped task set."""
+    return load_task_set()

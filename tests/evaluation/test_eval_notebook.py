@@ -1,0 +1,73 @@
+"""The evaluation notebook, run for real: papermill, a notebook kernel, and fresh
+kernels for the run_code programs. CI runs this; it takes ~10-20 s."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from dsh_jupyter.cli import main
+from dsh_jupyter.evaluation import load_task_set, read_records, read_summary
+
+pytestmark = [pytest.mark.kernel, pytest.mark.timeout(120)]
+
+
+def test_dsh_jupyter_eval_runs_the_notebook(tmp_path: Path,
+                                            capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "results"
+    assert main(["eval", "--modes", "native", "code", "-o", str(out),
+                 "--require-success", "--cell-timeout", "90"]) == 0
+    printed = capsys.readouterr().out
+    assert "find-todos               code   ok" in printed  # per-task progress lines
+    assert "code: 7/7 succeeded, 14 steps, 7 tool calls, 21 sub-calls" in printed
+
+    tasks = [t.id for t in load_task_set().tasks]
+    records = read_records(out)
+    assert [(r.task, r.mode) for r in records] == [
+        (t, m) for t in tasks for m in ("native", "code")]
+    for record in records:
+        assert record.success, record
+        assert record.stop == "answered" and record.error is None and record.tool_errors == 0
+        assert record.model == "scripted"
+        assert 2 <= record.steps <= 3 and record.tool_calls >= 1
+        assert 0 < record.tool_result_bytes < record.request_bytes
+        assert 0 < record.wall_seconds < 30
+        if record.mode == "code":
+            assert record.runtime == "kernel" and record.tool_calls == 1
+            assert record.sub_calls >= 1
+        else:
+            assert record.runtime is None and record.sub_calls == 0
+
+    summary = read_summary(out)
+    assert summary["all_succeeded"] is True and summary["records"] == 14
+    assert summary["parameters"]["runtime"] == "kernel"
+    native, code = summary["modes"]["native"], summary["modes"]["code"]
+    assert code["steps"] < native["steps"] and code["tool_calls"] < native["tool_calls"]
+    assert code["tool_result_bytes"] * 5 < native["tool_result_bytes"]
+
+    executed = json.loads((out / "evaluation.ipynb").read_text())
+    outputs = [o for c in executed["cells"] if c["cell_type"] == "code" for o in c["outputs"]]
+    assert not [o for o in outputs if o["output_type"] == "error"]
+    assert any("image/png" in o.get("data", {}) for o in outputs)
+    assert (out / "plot.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def test_several_parameter_sets_and_a_failing_one(tmp_path: Path,
+                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    sets = tmp_path / "sets.json"
+    sets.write_text(json.dumps([
+        {"label": "quick", "runtime": "in-process", "tasks": ["ship-one-order"]},
+        {"label": "broken", "tasks": ["no-such-task"]}]))
+    out = tmp_path / "out"
+    assert main(["eval", "--modes", "code", "--param-file", str(sets), "-o", str(out)]) == 1
+    printed = capsys.readouterr().out
+    assert "[quick] ship-one-order           code   ok" in printed
+    assert "[broken] FAILED: cell" in printed and "no task 'no-such-task'" in printed
+    runs = json.loads((out / "runs.json").read_text())
+    assert [(r["label"], r["ok"], r["all_succeeded"]) for r in runs] == [
+        ("quick", True, True), ("broken", False, None)]
+    assert [(r.task, r.mode, r.runtime) for r in read_records(out / "quick")] == [
+        ("ship-one-order", "code", "in-process")]
+    assert (out / "broken" / "evaluation.ipynb").is_file()
