@@ -27,6 +27,7 @@ class ToolCallError(Exception):
 
     def __init__(self, tool_name: str, message: str) -> None:
         super().__init__(message)
+        self.add_note(f"tool: {tool_name}")
         self.tool_name = tool_name
         self.message = message
 

@@ -88,6 +88,7 @@ class Server:
         self.control = control
         self.proctree = proctree
         self.kernels: set[int] = set()
+        self.workspaces: dict[int, str] = {}
         self.wake_read, wake_write = os.pipe()
         os.set_blocking(self.wake_read, False)
         os.set_blocking(wake_write, False)
@@ -145,6 +146,7 @@ class Server:
             finally:
                 os._exit(1)
         self.kernels.add(pid)
+        self.workspaces[pid] = os.path.dirname(request["cwd"])
         return pid
 
     def become_kernel(self, request: dict[str, Any]) -> None:
@@ -174,7 +176,8 @@ class Server:
 
         random.seed()
         tempfile.tempdir = None
-        gc.unfreeze()
+        # Preloaded objects stay frozen (gc.freeze in main): unfreezing would make the next
+        # full collection walk all of them, and it measurably slows the kernel's start.
         argv = ["-f", request["connection_file"], *request.get("argv", ())]
         sys.argv = ["ipykernel_launcher", *argv]
         from ipykernel.kernelapp import IPKernelApp
@@ -205,6 +208,7 @@ class Server:
             reaped = True
             if pid in self.kernels:
                 self.kernels.discard(pid)
+                self.workspaces.pop(pid, None)  # the host removes it
                 self.send({"event": "exit", "pid": pid, "status": _status(raw)})
         if reaped:
             self.kill_orphans()
@@ -217,12 +221,19 @@ class Server:
                 self.proctree.kill_tree(stat.pid)
 
     def shutdown(self) -> None:
+        """The host is gone (or done): kill everything; a host that died without cleaning
+        up also left the workspaces of the kernels still running here, so remove those."""
         for pid in list(self.kernels):
             self.proctree.kill_tree(pid)
         self.kill_orphans()
         with contextlib.suppress(ChildProcessError):
             while True:
                 os.waitpid(-1, 0)
+        import shutil
+
+        for root in self.workspaces.values():
+            if os.path.basename(root).startswith("dsh-kernel-"):
+                shutil.rmtree(root, ignore_errors=True)
 
 
 def _status(raw: int) -> int:

@@ -78,7 +78,8 @@ class ToolCallError(Exception):
     """A tool call failed on the host; ``tool_name`` and ``message`` say which and why."""
 
     def __init__(self, tool_name: str, message: str) -> None:
-        super().__init__(f"{tool_name}: {message}")
+        super().__init__(message)  # str(error) is the message, as the SDK documents
+        self.add_note(f"tool: {tool_name}")  # an uncaught one's traceback names the tool
         self.tool_name = tool_name
         self.message = message
 

@@ -34,7 +34,7 @@ MIN_IPYKERNEL = (7, 4)
 
 
 class KernelProcess(Protocol):
-    """One started kernel. ``kill`` is idempotent and returns once nothing of it is left."""
+    """One started kernel. ``kill`` and ``wait_gone`` are idempotent."""
 
     @property
     def connection_info(self) -> dict[str, Any]: ...

@@ -64,6 +64,9 @@ class KernelPool:
         the owner calls :meth:`fill` once the run is over, so starting the next kernel does
         not compete with the run for the CPU."""
         self._failures = 0
+        if not self._ready and self._filling:
+            # A start is already under way (right after entry, say): it is ahead of a new one.
+            await asyncio.wait(set(self._filling), return_when=asyncio.FIRST_COMPLETED)
         session: KernelSession | None = None
         while self._ready:
             candidate = self._ready.pop(0)
@@ -75,7 +78,8 @@ class KernelPool:
 
     async def wait_filled(self) -> None:
         """Wait for the starts in progress (used by tests and benchmarks)."""
-        await wait_quietly(set(self._filling))
+        while self._filling:
+            await wait_quietly(set(self._filling))
 
     async def close(self) -> None:
         self._closed = True

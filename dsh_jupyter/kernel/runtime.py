@@ -108,6 +108,8 @@ class KernelRuntime:
             session = await self._acquire(signals)
         except KernelStartError as error:
             return _failed("kernel-exit", str(error))
+        except Exception as error:  # sockets, files, processes: the start is environmental
+            return _failed("kernel-exit", f"the kernel failed to start: {error!r}")
         if session is None:
             reason = signal.reason or self._disposing.signal.reason or "aborted"
             return _failed("abort", reason)
@@ -116,12 +118,9 @@ class KernelRuntime:
         finally:
             # The kernel was SIGKILLed before session.run returned; reaping it and removing
             # its workspace need not delay the result (aclose waits for them).
-            self._background(self._retire(session))
-
-    async def _retire(self, session: KernelSession) -> None:
-        await session.close()
-        if self._pool is not None and self._state == "open":
-            self._pool.fill()
+            self._background(session.close())
+            if self._pool is not None and self._state == "open":
+                self._pool.fill()  # after the run, so the next start does not compete with it
 
     def _background(self, work: Coroutine[Any, Any, None]) -> None:
         task = asyncio.ensure_future(work)
@@ -132,14 +131,17 @@ class KernelRuntime:
         assert self._launcher is not None and self._context is not None
         return KernelSession.open(self._launcher, self.config, self._context)
 
-    async def _acquire(self, signals: tuple[AbortSignal, ...]) -> KernelSession | None:
-        """A prepared kernel (pooled if one is ready), or ``None`` if a signal fired while
-        it was starting."""
+    async def _take_or_open(self) -> KernelSession:
         if self._pool is not None:
             pooled = await self._pool.take()
             if pooled is not None:
                 return pooled
-        starting = asyncio.ensure_future(self._open_session())
+        return await self._open_session()
+
+    async def _acquire(self, signals: tuple[AbortSignal, ...]) -> KernelSession | None:
+        """A prepared kernel (from the pool when it has one), or ``None`` if a signal fired
+        while it was being obtained."""
+        starting = asyncio.ensure_future(self._take_or_open())
         aborted = asyncio.Event()
         waiting = asyncio.ensure_future(aborted.wait())
         undos = [s.add_listener(lambda _reason: aborted.set()) for s in signals]

@@ -2,9 +2,11 @@
 
 :meth:`KernelSession.open` starts a kernel, connects, waits until it is ready
 and injects ``_inkernel.py`` (which opens the tools comm: the first
-``comm_open`` for our target on this kernel is the only comm the host trusts).
-:meth:`KernelSession.run` executes the program and watches it; :meth:`close`
-kills the kernel's process tree and removes its workspace.
+``comm_open`` for our target answering our setup cell is the only comm the host
+trusts), then, with ``carrier="socket"`` on a local kernel, negotiates the
+socket carrier. :meth:`KernelSession.run` executes the program and watches it;
+:meth:`close` kills the kernel, waits until its process tree is reaped, and
+removes its workspace.
 """
 
 from __future__ import annotations
@@ -74,7 +76,9 @@ class KernelSession:
                    context: zmq.asyncio.Context) -> KernelSession:
         """Start and prepare a kernel. Raises :class:`KernelStartError`; on any failure or
         cancellation everything started is torn down first."""
-        workspace = Workspace.create()
+        # File system work runs in a thread: on a busy disk it takes milliseconds, and the
+        # event loop is meanwhile serving other runs' tool calls.
+        workspace = await asyncio.to_thread(Workspace.create)
         process: KernelProcess | None = None
         connection: KernelConnection | None = None
         try:
@@ -94,7 +98,7 @@ class KernelSession:
                 connection.close()
             if process is not None:
                 await process.kill()
-            workspace.remove()
+            await asyncio.to_thread(workspace.remove)
             raise
 
     async def _prepare(self, setup: str) -> None:
@@ -156,7 +160,7 @@ class KernelSession:
             await self.process.wait_gone()
         finally:
             self._close_channels()
-            self.workspace.remove()
+            await asyncio.to_thread(self.workspace.remove)
 
     def _close_channels(self) -> None:
         self.connection.close()

@@ -74,6 +74,7 @@ class RunWatch:
         self._error: str | None = None
         self._reader: asyncio.Task[None] | None = None
         self._dying = False
+        self._carrier_closed = False
 
     async def run(self, signals: Iterable[AbortSignal]) -> CodeRunResult:
         undos = [signal.add_listener(self._on_abort) for signal in signals]
@@ -110,7 +111,7 @@ class RunWatch:
 
     def _reply(self, message: HostMessage) -> None:
         carrier = self._session.carrier
-        if carrier is not None:
+        if carrier is not None and not self._carrier_closed:
             carrier.send(dict(message))
             return
         comm_id = self._session.comm_id
@@ -128,7 +129,8 @@ class RunWatch:
                 self._fail("output-limit", "the kernel sent a message larger than the limit")
                 return
             if incoming is None:
-                return  # the kernel closed it: calls (if any) come over the comm now
+                self._carrier_closed = True  # the kernel closed it: back to the comm
+                return
             received += 1
             if received % 64 == 0:
                 await asyncio.sleep(0)

@@ -124,8 +124,9 @@ def run_code_definition(registry: ToolRegistry) -> ToolDefinition:
 async def _run_program(registry: ToolRegistry, program: str, ctx: ToolRunContext) -> JsonValue:
     runtime = registry.code_runtime
     if runtime is None:
-        raise CodeModeError("run_code needs a code runtime: create the registry with "
-                            "ToolRegistry(code_runtime=KernelRuntime(), ...)")
+        raise CodeModeError("run_code needs a code runtime: `async with KernelRuntime() as "
+                            "runtime:` (from dsh_jupyter.kernel), then set "
+                            "registry.code_runtime = runtime")
     bridge = DispatchBridge(registry, ctx)
     names = sorted(n for n in registry._visible(ctx.agent) if n != RESERVED_NAME)
     try:

@@ -97,8 +97,9 @@ def renderer_for(registry: ToolRegistry,
     if language is None:
         if runtime is None:
             raise CodeModeError(
-                "Code Mode needs a code runtime: ToolRegistry(code_runtime=KernelRuntime(), "
-                "...) (from dsh_jupyter.kernel), or use mode='native'")
+                "Code Mode needs a code runtime: `async with KernelRuntime() as runtime:` (from "
+                "dsh_jupyter.kernel), then ToolRegistry(code_runtime=runtime, ...); or use "
+                "mode='native'")
         language = runtime.language
     if language not in SDK_RENDERERS:
         raise CodeModeError(

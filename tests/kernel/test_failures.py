@@ -161,3 +161,14 @@ except MemoryError:
 """
     result = await run(runtime, program)
     assert result.value == "MemoryError"
+
+
+@pytest.mark.parametrize("launcher", ["fork", "stock"])
+async def test_abort_while_the_kernel_starts(make_runtime: RuntimeFactory, launcher: str) -> None:
+    runtime = await make_runtime(launcher=launcher)
+    await run(runtime, "return 1")  # the fork server is up: its start is the fast part
+    controller = AbortController()
+    asyncio.get_running_loop().call_later(0.01, controller.abort, "changed my mind")
+    result = await runtime.run("return 1", {}, controller.signal)
+    assert result.failure is not None
+    assert (result.failure.kind, result.failure.message) == ("abort", "changed my mind")

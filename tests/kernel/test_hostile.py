@@ -192,3 +192,20 @@ await asyncio.sleep(30)  # the kernel's loop must run to write to the socket
 """
     result = await run(runtime, program)
     assert result.failure is not None and result.failure.kind == "output-limit"
+
+
+async def test_kernel_drops_the_socket_mid_run(make_runtime: RuntimeFactory,
+                                               recorder: Recorder) -> None:
+    runtime = await make_runtime(carrier="socket")
+    program = """\
+import sys
+bridge = sys.modules["_dsh_jupyter_inkernel"].runtime.bridge
+first = await tools.echo({"over": "socket"})
+bridge._carrier.cancel()  # closes the socket: the kernel falls back to the comm
+await asyncio.sleep(0.1)
+second = await tools.echo({"over": "comm"})
+return [first["args"], second["args"]]
+"""
+    result = await run(runtime, program, {"echo": recorder.binding("echo")})
+    assert result.failure is None, result.failure
+    assert result.value == [{"over": "socket"}, {"over": "comm"}]

@@ -150,3 +150,20 @@ async def test_kernel_that_never_answers(make_runtime: RuntimeFactory, tmp_path:
     result = await run(runtime, "return 1")
     assert result.failure is not None and result.failure.kind == "kernel-exit"
     assert "not ready within 1 s" in result.failure.message
+
+
+async def test_fork_server_cleans_up_after_a_vanished_host() -> None:
+    from dsh_jupyter.kernel import KernelRuntimeConfig
+    from dsh_jupyter.kernel.forkserver import ForkLauncher
+    from dsh_jupyter.kernel.workspace import Workspace
+
+    config = KernelRuntimeConfig()
+    launcher = ForkLauncher(config)
+    workspace = Workspace.create()
+    kernel = await launcher.start(workspace, workspace.environment(config))
+    pid = kernel.root_pid
+    assert pid is not None
+    await launcher.close()  # what the server sees when the host dies: EOF on its socket
+    stat = proctree.read_stat(pid)
+    assert stat is None or stat.state == "Z"
+    assert not workspace.root.exists()

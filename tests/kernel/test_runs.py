@@ -167,7 +167,7 @@ async def test_tool_call_error_traceback(runtime: KernelRuntime) -> None:
     result = await run(runtime, "x = 1\nawait tools.denied({})\n", {"denied": denied})
     assert result.failure is not None
     assert 'File "<program>", line 2' in result.failure.message
-    assert result.failure.message.endswith("ToolCallError: denied: no")
+    assert result.failure.message.endswith("ToolCallError: no\ntool: denied")
 
 
 async def test_invalid_output(runtime: KernelRuntime) -> None:
