@@ -1,0 +1,315 @@
+"""Write docs/api.md from the public names: ``python docs/gen_api.py``.
+
+Every name in each module's ``__all__`` gets one line: its signature (parameters and
+defaults, no annotations) and a one-line summary, from the docstring unless
+``SUMMARIES`` says better. A name is documented once, under the shortest module that
+exports it. ``tests/test_api_reference.py`` checks that api.md lists exactly the public
+names; re-run this script when they change (or when a signature does).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib
+import inspect
+import re
+import typing
+from pathlib import Path
+from typing import Any
+
+API_MD = Path(__file__).with_name("api.md")
+
+# The top-level package, grouped for reading; every other module in __all__ order.
+TOP_GROUPS: dict[str, list[str]] = {
+    "Registry and tools": [
+        "ToolRegistry", "AgentScope", "RegistryChange", "define_tool", "ToolDefinition",
+        "ToolOutput", "ToolSchema", "default_render", "ToolRunContext", "enforce_timeouts",
+    ],
+    "Calls and results": [
+        "ToolCall", "ToolExecution", "ExecutionToken", "ToolResult", "ToolSuccess",
+        "ToolFailure", "ToolErrorInfo", "AdditionalContext",
+    ],
+    "Policies and approvals": [
+        "Allow", "Deny", "Ask", "Accept", "Block", "Approval", "ApprovalService",
+    ],
+    "Cancellation": ["AbortController", "AbortSignal"],
+    "Code Mode runtimes": ["CodeRuntime", "CodeRunResult", "CodeRunFailure", "BindingError"],
+    "Agents and models": [
+        "Agent", "AgentRun", "AgentResult", "run_agent", "ChatModel", "OpenAIChatModel",
+        "RetryPolicy", "ScriptedModel", "RunAccounting", "RequestAccounting",
+    ],
+    "MCP": ["connect_mcp", "McpConnection"],
+    "Events and session logs": [
+        "SessionEvent", "JsonlSessionWriter", "read_session", "iter_session",
+    ],
+    "Widgets": ["LiveView", "replay", "tool_card", "NotebookApprovals"],
+    "Presentation views": [
+        "GenericCallView", "TerminalCallView", "DiffCallView", "GenericResultView",
+        "TerminalResultView", "DiffResultView", "SearchResultView", "SearchFileMatches",
+        "SearchMatch", "ReadResultView", "ReadLine", "WebResultView", "WebSource",
+        "WebFetchSummary", "FileDiff", "Location", "DurableResult",
+    ],
+    "JSON and schemas": [
+        "JsonValue", "snapshot_json", "compile_schema", "assert_supported_schema",
+    ],
+    "Errors": [
+        "DshError", "ToolError", "RegistrationError", "UnsupportedSchemaError",
+        "ToolArgsError", "InvalidToolOutputError", "UnknownToolError", "ToolDeniedError",
+        "ToolAbortedError", "ToolTimeoutError", "HookError", "CodeModeError",
+        "CodeRunFailedError", "McpConnectError", "ModelError",
+    ],
+}
+
+MODULES: dict[str, str] = {
+    "dsh_jupyter.kernel": "The kernel runtime: Code Mode programs in fresh IPython kernels.",
+    "dsh_jupyter.agent": "The agent loop's further names: messages, responses, model errors.",
+    "dsh_jupyter.widgets": "Cards and views behind `LiveView`, `replay` and `tool_card`.",
+    "dsh_jupyter.mcp": "MCP adapter details.",
+    "dsh_jupyter.evaluation": "Task sets, runs and results of the evaluation "
+                              "(see [evaluation.md](evaluation.md)).",
+}
+
+# Names a caller receives but does not construct: shown without a signature.
+NOT_CONSTRUCTED = {
+    "AbortSignal", "AgentRun", "AgentScope", "ExecutionToken", "McpConnection",
+    "ToolDefinition", "ToolExecution", "ToolRunContext",
+}
+
+SUMMARIES: dict[str, str] = {
+    # registry and tools
+    "define_tool": "Build a `ToolDefinition` from a typed function (also as a decorator) or "
+                   "from explicit JSON Schemas.",
+    "AgentScope": "An agent's view of the registry, made by `registry.scope(name, parent=...)`: "
+                  "own tools, `restrict`, `present_as`, hooks, `dispose()`.",
+    "ToolDefinition": "A registered tool, built by `define_tool` or `@registry.tool`; "
+                      "`registry.get(name)` returns one.",
+    "ToolRunContext": "What a tool body receives in a parameter annotated `ToolRunContext`: "
+                      "`signal`, `call_id`, `agent`, `defer_context(...)`.",
+    "ToolExecution": "The frozen view of one call that every policy stage receives.",
+    "ExecutionToken": "Opaque identity of one execution (`execution.token`); pass it as "
+                      "`ToolCall(parent=...)` to correlate nested calls.",
+    "ToolResult": "Type alias: `ToolSuccess | ToolFailure`, what `registry.execute` returns.",
+    "ToolSuccess": "A successful call: `value`, `content` (what the model sees, also as "
+                   "`.text`), `meta`, `additional_contexts`.",
+    "ToolFailure": "A failed call: `error` (`ToolErrorInfo`), content `Error: <message>`, "
+                   "`additional_contexts`.",
+    "ToolErrorInfo": "A failure's `message` and stable `code`.",
+    # policies
+    "Allow": "Pre-execute decision: let the call run.",
+    "Deny": "Pre-execute decision: refuse the call (`DENIED`) with `reason`.",
+    "Ask": "Pre-execute decision: ask the registry's approval service; denied when none "
+           "is attached.",
+    "Approval": "An approval service's answer: `approved`, who answered, an optional note.",
+    "ApprovalService": "Protocol: `async request(execution, reason) -> Approval | bool`.",
+    # cancellation
+    "AbortSignal": "The read side of an `AbortController`: `aborted`, `reason`, "
+                   "`add_listener`, `await wait()`, `await run(awaitable)`; "
+                   "`AbortSignal.never()`.",
+    # code mode
+    "CodeRuntime": "Protocol of a Code Mode runtime: `language`, `isolation`, "
+                   "`async run(program, bindings, signal) -> CodeRunResult`.",
+    "CodeRunResult": "What a run produced: `logs` (one entry per printed line), `value`, "
+                     "and `failure` (`None` on success).",
+    "CodeRunFailure": "Why a run failed: `kind` (`exception`, `timeout`, `abort`, "
+                      "`kernel-exit`, `invalid-output`, `output-limit`) and `message`.",
+    # agents
+    "ChatModel": "Protocol of a chat model: `name` and "
+                 "`async complete(request, *, signal) -> ModelResponse`.",
+    "run_agent": "The agent loop as a function: run `task` until the model answers, "
+                 "`max_steps` requests, an abort, or a model error.",
+    "RequestAccounting": "One model request (one step): bytes of each system-prompt "
+                         "section, the tool schemas, the SDK, the results returned and the "
+                         "whole body; tokens; attempts and latency.",
+    "AgentRun": "The handle `Agent.start` returns: `await` it, `abort(reason)`, `done()`.",
+    # mcp
+    "McpConnection": "What `connect_mcp` returns; `async with` it. `name`, `tools`, "
+                     "`client`, `await refresh()`.",
+    # events
+    "SessionEvent": "Type alias: the union of event TypedDicts (`tool/*`, `agent/*`), "
+                    "each with a `kind`.",
+    "read_session": "Every event of a JSON Lines session log, as a list.",
+    # views
+    "GenericCallView": "A call shown as a title, optional kind, raw input, content and "
+                       "locations.",
+    "TerminalCallView": "A shell command: `$ title`, description, working directory.",
+    "DiffCallView": "A call that edits files: one unified diff per `FileDiff`.",
+    "GenericResultView": "A result shown as its content (with an optional title).",
+    "TerminalResultView": "Command output, exit code and signal.",
+    "DiffResultView": "The diffs a call made.",
+    "SearchFileMatches": "One file's matches in a `SearchResultView`.",
+    "SearchMatch": "One matching line: `line` number and `text`.",
+    "ReadLine": "One line of a `ReadResultView`, with the file's own line number.",
+    "WebResultView": "Web search sources, or a fetch summary.",
+    "WebSource": "One web search hit: title, URL, snippet.",
+    "WebFetchSummary": "What a web fetch returned: URL, title, status, type, size, summary.",
+    "Location": "A path and an optional line a call touches.",
+    "JsonValue": "Type alias of lossless JSON: `None | bool | int | float | str | "
+                 "list[JsonValue] | dict[str, JsonValue]`.",
+    # errors
+    "DshError": "Base of every dsh-jupyter error; each has a stable `code`.",
+    "RegistrationError": "`INVALID_REGISTRATION`: a bad definition, filter, scope or hook.",
+    "UnsupportedSchemaError": "`UNSUPPORTED_SCHEMA`: a schema outside the supported "
+                              "subset; `violations` lists each.",
+    "ToolArgsError": "`INVALID_ARGS`: arguments that are not lossless JSON or do not match "
+                     "the schema.",
+    "InvalidToolOutputError": "`INVALID_TOOL_OUTPUT`: a body's value violates its output "
+                              "schema.",
+    "UnknownToolError": "`UNKNOWN_TOOL`: no visible tool of that name.",
+    "ToolDeniedError": "`DENIED` / `BLOCKED`: a pre-execute deny or guard, or a "
+                       "post-execute block.",
+    "ToolAbortedError": "`ABORTED` / `ABORTED_BEFORE_DISPATCH`: the call's signal aborted.",
+    "ToolTimeoutError": "`TOOL_TIMEOUT`: `enforce_timeouts()` fired.",
+    "HookError": "`HOOK_FAILED`: a policy hook raised or returned something invalid.",
+    "CodeModeError": "`CODE_MODE_UNAVAILABLE`: Code Mode without a usable runtime.",
+    "CodeRunFailedError": "`CODE_RUN_FAILED`: a `run_code` program failed.",
+    "McpConnectError": "`MCP_CONNECT_FAILED`: an MCP server could not be started or "
+                       "reached.",
+    "ModelError": "`MODEL_ERROR`: a model request failed; base of the model errors.",
+    # dsh_jupyter.kernel
+    "KernelRuntime": "The Code Mode runtime: each program in a fresh IPython kernel, "
+                     "destroyed afterwards; `async with` it.",
+    # dsh_jupyter.agent
+    "AGENT_EVENT_KINDS": "The `kind`s of agent events, in the order a run emits them.",
+    "AgentEvent": "Type alias: the union of the `agent/*` event TypedDicts.",
+    "ChatMessage": "Type alias: a chat-completions message (system, user, assistant or "
+                   "tool), as a TypedDict.",
+    "DEFAULT_INSTRUCTIONS": "The agent's default system instructions.",
+    "ModelConfigError": "`MODEL_CONFIG`: missing or invalid model adapter settings.",
+    "ModelHTTPError": "`MODEL_HTTP_ERROR`: a non-retryable status, or retries used up "
+                      "(`.status`).",
+    "ModelUnavailableError": "`MODEL_UNAVAILABLE`: connection errors or timeouts on every "
+                             "attempt.",
+    "ModelResponseError": "`MODEL_RESPONSE_INVALID`: the body is not a chat completion "
+                          "(`.field` names the first bad field).",
+    "ScriptExhaustedError": "`SCRIPT_EXHAUSTED`: a scripted model ran out of responses.",
+    "ScriptMismatchError": "`SCRIPT_MISMATCH`: a request did not offer the tools a recorded "
+                           "response expects or calls.",
+    "StopReason": "Type alias: `'answered' | 'step_limit' | 'aborted' | 'model_error'`.",
+    # dsh_jupyter.widgets
+    "ApprovalCard": "The Approve / Reject prompt of one pending `Ask`.",
+    "RunCodeCard": "The card of a `run_code` call: the program, a nested card per sub-call, "
+                   "then the output or the failure.",
+    "ApprovalHost": "Protocol: `show_approval(call_id, card) -> bool`, a place to show an "
+                    "approval prompt (a `LiveView`).",
+    "ApprovalPolicy": "Type alias: `'approve' | 'reject' | (execution, reason) -> bool | "
+                      "Approval` (sync or async).",
+    # dsh_jupyter.mcp
+    "UNVALIDATED_NOTE": "The note appended to the description of an MCP tool whose input "
+                        "schema is outside the subset.",
+    "ConcurrencySafe": "Type alias for `connect_mcp(concurrency_safe=...)`: `False`, `True`, "
+                       "`'read-only-hint'` or a function of the MCP tool.",
+    # dsh_jupyter.evaluation
+    "Check": "Type alias: one of the task checks (`answer_contains`, `answer_matches`, "
+             "`rows`, `unchanged`).",
+    "ModelFactory": "Protocol: `(task, mode) -> ChatModel`, the model for one run.",
+    "ResultFiles": "The paths `write_results` wrote: `results` (JSON Lines) and `summary`.",
+    "SHIPPED_TASKS": "Path of the task set that ships with the package.",
+    "TaskSet": "A loaded task file: name, description, world and tasks.",
+}
+
+_ROLE = re.compile(r":(?:class|func|meth|attr|mod|data|exc):`~?(?:[\w.]*\.)?([\w.]+)`")
+_LITERAL = re.compile(r"``([^`]+)``")
+_KNOWN_DEFAULTS = {67108864: "64 * 2**20", 16777216: "16 * 2**20"}
+
+
+def summary(name: str, obj: Any) -> str:
+    if name in SUMMARIES:
+        return SUMMARIES[name]
+    doc = inspect.getdoc(obj) if inspect.isclass(obj) or inspect.isroutine(obj) else None
+    if not doc or doc.startswith(f"{name}("):  # a dataclass's generated docstring
+        raise SystemExit(f"{name}: no docstring to summarise; add it to SUMMARIES")
+    paragraph = " ".join(doc.split("\n\n")[0].split())
+    sentence = re.split(r"(?<!e\.g\.)(?<!i\.e\.)(?<=\.)\s+(?=[A-Z`])", paragraph,
+                        maxsplit=1)[0].rstrip(":;")
+    sentence = _LITERAL.sub(r"`\1`", _ROLE.sub(r"`\1`", sentence))
+    return sentence if sentence.endswith(".") else sentence + "."
+
+
+def _default(value: Any) -> str:
+    if value is dataclasses._HAS_DEFAULT_FACTORY:  # type: ignore[attr-defined]
+        return "..."
+    from dsh_jupyter.agent import DEFAULT_INSTRUCTIONS
+
+    if value == DEFAULT_INSTRUCTIONS:
+        return "DEFAULT_INSTRUCTIONS"
+    if isinstance(value, int) and value in _KNOWN_DEFAULTS:
+        return _KNOWN_DEFAULTS[value]
+    return repr(value)
+
+
+def signature(name: str, obj: Any) -> str:
+    """``name(params)`` without annotations; the bare name for values and protocols."""
+    is_class = inspect.isclass(obj)
+    if not (is_class or inspect.isroutine(obj)) or name in NOT_CONSTRUCTED:
+        return name
+    if is_class and (getattr(obj, "_is_protocol", False) or typing.is_typeddict(obj)):
+        return name
+    try:
+        params = list(inspect.signature(obj).parameters.values())
+    except (TypeError, ValueError):
+        return f"{name}(message)"
+    parts: list[str] = []
+    keyword_only = False
+    for index, param in enumerate(params):
+        if param.kind is param.VAR_POSITIONAL:
+            parts.append(f"*{param.name}")
+            keyword_only = True
+            continue
+        if param.kind is param.VAR_KEYWORD:
+            parts.append(f"**{param.name}")
+            continue
+        if param.kind is param.KEYWORD_ONLY and not keyword_only:
+            parts.append("*")
+            keyword_only = True
+        text = param.name
+        if param.default is not param.empty:
+            text += f"={_default(param.default)}"
+        parts.append(text)
+        following = params[index + 1] if index + 1 < len(params) else None
+        if param.kind is param.POSITIONAL_ONLY and (
+                following is None or following.kind is not param.POSITIONAL_ONLY):
+            parts.append("/")
+    return f"{name}({', '.join(parts)})"
+
+
+def entry(name: str, obj: Any) -> str:
+    return f"- `{signature(name, obj)}` — {summary(name, obj)}"
+
+
+def render() -> str:
+    top = importlib.import_module("dsh_jupyter")
+    grouped = [name for names in TOP_GROUPS.values() for name in names]
+    missing = sorted(set(top.__all__) - set(grouped))
+    extra = sorted(set(grouped) - set(top.__all__))
+    if missing or extra or len(grouped) != len(set(grouped)):
+        raise SystemExit(f"TOP_GROUPS out of step: missing {missing}, not public {extra}")
+    lines = [
+        "# API reference",
+        "",
+        "Every public name, one line each: the signature (parameters and defaults) and what",
+        "it is for. Names are documented once, under the shortest module that exports them;",
+        "`from dsh_jupyter import ...` covers most of what a notebook needs. The pages linked",
+        "from [index.md](index.md) explain how the pieces fit.",
+        "",
+        "This page is generated by `python docs/gen_api.py`; "
+        "`tests/test_api_reference.py`",
+        "checks that it lists exactly the public names.",
+        "",
+        "## `dsh_jupyter`",
+    ]
+    for group, names in TOP_GROUPS.items():
+        lines += ["", f"### {group}", ""]
+        lines += [entry(name, getattr(top, name)) for name in names]
+    documented = set(top.__all__)
+    for module_name, about in MODULES.items():
+        module = importlib.import_module(module_name)
+        names = [n for n in module.__all__ if n not in documented]
+        documented.update(names)
+        lines += ["", f"## `{module_name}`", "", about, ""]
+        lines += [entry(name, getattr(module, name)) for name in names]
+    return "\n".join(lines) + "\n"
+
+
+if __name__ == "__main__":
+    API_MD.write_text(render(), encoding="utf-8")
+    print(f"wrote {API_MD}")
