@@ -22,6 +22,7 @@ from itertools import count
 from typing import Any
 
 from .errors import RegistrationError
+from .events import SessionEvent
 from .registry import ToolCall, ToolRegistry
 from .registry.results import ToolResult
 from .registry.scope import AgentScope
@@ -33,11 +34,14 @@ _counter = count(1)
 
 @dataclass(frozen=True, slots=True)
 class RunCodeOutcome:
-    """What ``%%run_code`` returns: the run_code result plus its card."""
+    """What ``%%run_code`` returns: the run_code result plus its card (displayed as
+    the cell's value; text fallbacks where no widget front end is present)."""
 
     result: ToolResult
     program: str
     description: str
+    events: tuple[SessionEvent, ...] = ()
+    registry: ToolRegistry | None = None
 
     @property
     def value(self) -> Any:
@@ -56,6 +60,12 @@ class RunCodeOutcome:
     def __repr__(self) -> str:
         status = "failed" if self.result.is_error else "ok"
         return f"<run_code {status}: {self.description}>\n{self.result.text}"
+
+    def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> Any:
+        from .widgets import replay
+
+        view = replay(self.events, registry=self.registry)
+        return view._repr_mimebundle_(include=include, exclude=exclude)
 
 
 def _parser(prog: str) -> argparse.ArgumentParser:
@@ -105,8 +115,16 @@ async def run_cell(namespace: dict[str, Any], line: str, cell: str) -> RunCodeOu
                                 "ToolRegistry(mode='code' or 'both', code_runtime=...)")
     call = ToolCall(call_id=f"cell-{next(_counter)}", name="run_code", agent=scope,
                     arguments={"code": cell, "description": options.description})
-    outcome = RunCodeOutcome(result=await registry.execute(call), program=cell,
-                             description=options.description)
+    events: list[SessionEvent] = []
+    undo = registry.on_event(events.append)
+    try:
+        result = await registry.execute(call)
+    finally:
+        undo()
+    mine = tuple(e for e in events if e.get("call_id") == call.call_id
+                 or e.get("parent_call_id") == call.call_id)
+    outcome = RunCodeOutcome(result=result, program=cell, description=options.description,
+                             events=mine, registry=registry)
     if options.out:
         namespace[options.out] = outcome
     return outcome

@@ -64,3 +64,15 @@ async def test_dsh_sdk_line_magic(shell: Any) -> None:
     text = sdk_text(shell.user_ns, "registry")
     assert "async def double(self, args: DoubleArgs) -> DoubleOutput:" in text
     assert shell.run_cell("%dsh_sdk").success
+
+
+async def test_run_code_outcome_displays_the_card(shell: Any) -> None:
+    assert (await run(shell, SETUP)).success
+    cell = ("%%run_code --out shown --description 'Show <b>card</b>'\n"
+            "return await tools.double({'x': 5})\n")
+    assert (await run(shell, cell)).success
+    bundle = shell.user_ns["shown"]._repr_mimebundle_()
+    text = bundle["text/plain"]
+    assert text.startswith("[ok] Show <b>card</b> — run_code")
+    assert "[ok] double — x=5" in text and text.endswith("10")
+    assert "<b>card</b>" not in bundle["text/html"]  # escaped

@@ -559,3 +559,16 @@ async def test_execution_mode_classifier() -> None:
     assert registry.execution_mode(call(args={"text": 1})) == "exclusive"  # invalid
     assert registry.execution_mode(call("other", {})) == "exclusive"
     assert registry.execution_mode(call("missing", {})) == "exclusive"
+
+
+async def test_wrapper_may_fail_with_its_own_code() -> None:
+    registry = ToolRegistry()
+    registry.register(echo_tool())
+
+    async def quota(execution: ToolExecution, call_next: Any) -> Any:
+        raise ToolError("daily quota used up", code="QUOTA")
+
+    registry.on_execute(quota)
+    result = await registry.execute(call())
+    assert result.error is not None and result.error.code == "QUOTA"
+    assert result.text == "Error: daily quota used up"

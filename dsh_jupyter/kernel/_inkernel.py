@@ -77,6 +77,8 @@ class DoneErrorMessage(TypedDict):
 class ToolCallError(Exception):
     """A tool call failed on the host; ``tool_name`` and ``message`` say which and why."""
 
+    __module__ = "builtins"  # tracebacks say ToolCallError, not this private module
+
     def __init__(self, tool_name: str, message: str) -> None:
         super().__init__(message)  # str(error) is the message, as the SDK documents
         self.add_note(f"tool: {tool_name}")  # an uncaught one's traceback names the tool

@@ -18,9 +18,10 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, Literal, TypeAlias
 
-from ..errors import RegistrationError, ToolError
+from ..errors import RegistrationError, ToolError, UnsupportedSchemaError
 from ..json_value import JsonObject, JsonValue
 from ..registry.definition import Body, ToolDefinition, default_render, define_tool
+from ..registry.pydantic_schema import subset_from_pydantic
 from ..registry.schema import schema_violations
 
 if TYPE_CHECKING:
@@ -48,7 +49,7 @@ def tool_definition(tool: Tool, *, name: str, execute: Body,
         description = f"{description}\n\n{UNVALIDATED_NOTE}" if description else UNVALIDATED_NOTE
     output: Mapping[str, Any] = _TEXT_SCHEMA
     if tool.output_schema is not None:
-        output = {} if schema_violations(tool.output_schema) else tool.output_schema
+        output = _output_schema(tool.output_schema)
     safe = is_concurrency_safe(tool, concurrency_safe)
     try:
         definition: ToolDefinition = define_tool(
@@ -60,6 +61,18 @@ def tool_definition(tool: Tool, *, name: str, execute: Body,
         raise RegistrationError(f"MCP tool {tool.name!r} cannot be registered: {exc.message}",
                                 code=exc.code) from None
     return definition
+
+
+def _output_schema(schema: Mapping[str, Any]) -> Mapping[str, Any]:
+    """The server's output schema when it is inside the subset; else a looser one that
+    is (servers built on pydantic emit ``$defs``/``$ref`` and ``anyOf``, which the
+    pydantic conversion inlines), so the SDK can still type the value; else ``{}``."""
+    if not schema_violations(schema):
+        return schema
+    try:
+        return subset_from_pydantic(schema)
+    except UnsupportedSchemaError:
+        return {}
 
 
 def is_concurrency_safe(tool: Tool, policy: ConcurrencySafe) -> bool:

@@ -288,6 +288,8 @@ async def _wrap(wrapper: Any, execution: ToolExecution,
                 call_next: Callable[..., Awaitable[ToolResult]]) -> ToolResult:
     try:
         result = await wrapper(execution, call_next)
+    except DshError as exc:  # a wrapper may fail the call with its own code
+        return failure(exc.message, exc.code)
     except Exception as exc:
         return failure(f"execute wrapper {_name(wrapper)} failed: {_describe(exc)}",
                        "HOOK_FAILED")

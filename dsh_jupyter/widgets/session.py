@@ -68,7 +68,8 @@ class SessionView:
 
     def __init__(self, *, definitions: DefinitionLookup | None = None) -> None:
         self._lookup = definitions or no_definitions
-        self._cards: dict[str, ToolCard | RunCodeCard] = {}
+        self._cards: dict[str, ToolCard | RunCodeCard] = {}  # the current card per call id
+        self._order: list[ToolCard | RunCodeCard] = []
         self._sub_calls: dict[str, SubCallCard] = {}
         self._box: Any = None
         self._handles: list[Any] = []
@@ -76,7 +77,7 @@ class SessionView:
 
     @property
     def cards(self) -> tuple[ToolCard | RunCodeCard, ...]:
-        return tuple(self._cards.values())
+        return tuple(self._order)
 
     def card(self, call_id: str) -> Card | None:
         """The card of a top-level call or of a run_code sub-call."""
@@ -85,6 +86,7 @@ class SessionView:
     def apply(self, event: SessionEvent) -> None:
         """Add or update the card ``event`` is about (unknown kinds are ignored)."""
         if event["kind"] == "tool/call":
+            self._retire(self._cards, event["call_id"])
             self._top(event["call_id"], event["name"], event["arguments"], event["agent"])
         elif event["kind"] == "tool/result":
             card = self._top(event["call_id"], event["name"], event["arguments"],
@@ -99,6 +101,7 @@ class SessionView:
                 card.finish(durable, view, duration=duration)
             self.refresh()
         elif event["kind"] == "tool/code-dispatch-start":
+            self._retire(self._sub_calls, event["call_id"])
             self._sub(event["parent_call_id"], event["call_id"], event["name"],
                       event["arguments"])
         elif event["kind"] == "tool/code-dispatch":
@@ -106,12 +109,20 @@ class SessionView:
                             event["arguments"])
             sub.finish(durable_from_event(event), duration=event["ended"] - event["started"])
 
+    def _retire(self, cards: dict[str, Any], call_id: str) -> None:
+        """A new call reusing a finished call's id (scripted models number their calls
+        call_1, call_2... in every run) gets a card of its own."""
+        old = cards.get(call_id)
+        if old is not None and old.status != "running":
+            del cards[call_id]  # it stays in self._order (or in its parent's card)
+
     def _top(self, call_id: str, name: str, arguments: JsonValue,
              agent: str | None) -> ToolCard | RunCodeCard:
         card = self._cards.get(call_id)
         if card is None:
             card = self._cards[call_id] = tool_card(name, arguments,
                                                     definition=self._lookup(name, agent))
+            self._order.append(card)
             if self._box is not None:
                 self._box.children = (*self._box.children, card.widget)
         return card
@@ -140,13 +151,13 @@ class SessionView:
     @property
     def widget(self) -> Any:
         if self._box is None:
-            self._box = _ipw.ipywidgets().VBox([card.widget for card in self._cards.values()])
+            self._box = _ipw.ipywidgets().VBox([card.widget for card in self._order])
             self._box.add_class("dsh-session")
         return self._box
 
     def _repr_mimebundle_(self, include: Collection[str] | None = None,
                           exclude: Collection[str] | None = None) -> dict[str, Any]:
-        return mimebundle([card.document() for card in self._cards.values()],
+        return mimebundle([card.document() for card in self._order],
                           lambda: self.widget, include=include, exclude=exclude)
 
     def __str__(self) -> str:

@@ -224,3 +224,17 @@ async def test_agent_calls_use_their_scopes_definitions() -> None:
                    "agent": "agent", "time": 0.0}]:
         gone.apply(event)  # type: ignore[arg-type]
     assert gone.cards[0].document().title == "global t"  # a disposed scope: globals
+
+
+async def test_a_reused_call_id_gets_a_new_card() -> None:
+    registry = ToolRegistry()
+    registry.register(define_tool(name="t", parameters={"type": "object"},
+                                  output={"schema": {"type": "string"}, "render": lambda a, v: v},
+                                  execute=lambda a, c: str(a.get("n"))))
+    view = LiveView(registry)
+    for n in (1, 2):  # a scripted model numbers its calls call_1... in every run
+        await registry.execute(ToolCall(call_id="call_1", name="t", arguments={"n": n}))
+    texts = [str(card) for card in view.cards]
+    assert len(texts) == 2
+    assert texts[0].endswith('"n": 1\n    }\n    1')
+    assert texts[1].endswith('"n": 2\n    }\n    2')
