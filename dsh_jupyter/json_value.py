@@ -89,6 +89,10 @@ def snapshot_json(value: object, *, freeze: bool = True) -> JsonValue:
     scalar = _scalar(value, "")
     if scalar is not _CONTAINER:
         return scalar  # type: ignore[return-value]
+    if type(value) is dict or type(value) is FrozenDict:
+        flat = _flat_object(cast(dict[Any, Any], value))
+        if flat is not None:
+            return FrozenDict(flat) if freeze else flat
     dict_cls: type[dict[str, Any]] = FrozenDict if freeze else dict
     list_cls: type[list[Any]] = FrozenList if freeze else list
     active: set[int] = set()
@@ -140,6 +144,18 @@ def snapshot_json(value: object, *, freeze: bool = True) -> JsonValue:
 
 class _Container:
     pass
+
+
+_PLAIN_SCALARS = (str, int, bool, type(None))
+
+
+def _flat_object(value: dict[Any, Any]) -> dict[str, Any] | None:
+    """Fast path for the common case, an object of plain scalars (tool arguments):
+    ``None`` when any key or value needs the general walk."""
+    for key, item in value.items():
+        if type(key) is not str or type(item) not in _PLAIN_SCALARS:
+            return None
+    return dict(value)
 
 
 _CONTAINER: Any = _Container()

@@ -326,6 +326,8 @@ def _success(execution: ToolExecution, definition: ToolDefinition, raw: Any, *, 
 
 async def _post(execution: ToolExecution, definition: ToolDefinition, hooks: tuple[Any, ...],
                 result: ToolResult, state: _Call) -> ToolResult:
+    if not hooks and not state.deferred:
+        return result  # the common case: nothing to attach, no copy
     contexts = list(state.deferred)
     for hook in hooks:
         try:
