@@ -4,6 +4,7 @@ Run from the repository root::
 
     /work/venv/bin/python bench/kernel.py            # full run (~1-2 minutes)
     /work/venv/bin/python bench/kernel.py --quick    # fewer samples
+    /work/venv/bin/python bench/kernel.py --gateway  # plus kernels on a local Kernel Gateway
 
 Every figure is a median over the samples (p90 where shown). The machine is
 shared and noisy: compare figures from the same run, not across runs.
@@ -16,6 +17,7 @@ import asyncio
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -30,11 +32,13 @@ from dsh_jupyter.json_value import JsonValue
 from dsh_jupyter.kernel import KernelRuntime, KernelRuntimeConfig
 from dsh_jupyter.kernel.connection import KernelConnection
 from dsh_jupyter.kernel.forkserver import ForkLauncher
+from dsh_jupyter.kernel.gateway_config import GatewayConfig
 from dsh_jupyter.kernel.launch import KernelLauncher, StockLauncher
 from dsh_jupyter.kernel.pool import KernelPool
 from dsh_jupyter.kernel.workspace import Workspace
 
 NEVER = AbortSignal.never()
+GATEWAY_TESTS = Path(__file__).resolve().parents[1] / "tests" / "gateway"
 
 
 async def echo(args: JsonValue) -> JsonValue:
@@ -164,7 +168,86 @@ async def pooled_uss() -> tuple[float, float]:
     return uss / 2**20, server_uss / 2**20
 
 
-async def main(quick: bool) -> None:
+async def gateway_ready_times(gateway: GatewayConfig, samples: int) -> tuple[list[float],
+                                                                          list[float]]:
+    """POST /api/kernels -> websocket open -> kernel_info answered; and the DELETE after."""
+    from dsh_jupyter.kernel.gateway import GatewayLauncher
+
+    config = KernelRuntimeConfig(gateway=gateway)
+    launcher = GatewayLauncher(config)
+    ready, deleted = [], []
+    try:
+        for _ in range(samples):
+            workspace = Workspace.create()
+            try:
+                started = time.perf_counter()
+                kernel = await launcher.start(workspace, {})
+                await kernel.channels.wait_ready(30)
+                ready.append(time.perf_counter() - started)
+                started = time.perf_counter()
+                await kernel.kill()
+                await kernel.wait_gone()
+                deleted.append(time.perf_counter() - started)
+            finally:
+                workspace.remove()
+    finally:
+        await launcher.close()
+    return ready, deleted
+
+
+async def gateway_figures(n: int) -> None:
+    """The same measures on kernels started by a Jupyter Kernel Gateway on 127.0.0.1 (started
+    here, rate limit off as docs/remote-kernels.md recommends)."""
+    sys.path.insert(0, str(GATEWAY_TESTS))
+    from gateway_support import start_gateway  # type: ignore[import-not-found]
+
+    with tempfile.TemporaryDirectory(prefix="dsh-bench-gateway-") as directory:
+        local = await asyncio.to_thread(start_gateway, Path(directory), extra_args=(
+            "--ZMQChannelsWebsocketConnection.limit_rate=False",))
+        try:
+            gateway = local.config(liveness_seconds=2.0)
+            print("Kernel Gateway on 127.0.0.1 (jupyter-kernelgateway, v1 websocket framing)")
+            ready, deleted = await gateway_ready_times(gateway, max(3, n // 3))
+            row("cold kernel: POST + websocket + kernel_info", ms(statistics.median(ready)),
+                f"p90 {ms(p(ready, 0.9)).strip()}")
+            row("kernel delete (background, after the result)", ms(statistics.median(deleted)))
+            program = "return await tools.echo({'x': 1})"
+            config = KernelRuntimeConfig(pool_size=0, gateway=gateway)
+            async with KernelRuntime(config) as runtime:
+                cold = await timed_runs(runtime, program, max(3, n // 3))
+            row("run_code, fresh kernel, no pool", ms(statistics.median(cold)),
+                f"p90 {ms(p(cold, 0.9)).strip()}")
+            config = KernelRuntimeConfig(pool_size=1, gateway=gateway)
+            async with KernelRuntime(config) as runtime:
+                pool = runtime._pool
+                assert pool is not None
+
+                async def settle(pool: KernelPool = pool) -> None:
+                    while pool.ready_count < 1:  # noqa: ASYNC110  # refills start as runs end
+                        await asyncio.sleep(0.01)
+                    await asyncio.sleep(0.1)
+
+                warm = await timed_runs(runtime, program, n, settle)
+                row("run_code, warm pool (client-side, size 1)", ms(statistics.median(warm)),
+                    f"p90 {ms(p(warm, 0.9)).strip()}")
+                await settle()
+                result = await runtime.run(ROUND_TRIPS, {"echo": echo}, NEVER)
+            assert result.failure is None and isinstance(result.value, dict), result.failure
+            figures = {key: [float(x) for x in values if isinstance(x, int | float)]
+                       for key, values in result.value.items() if isinstance(values, list)}
+            seq, gathers, hundreds = (figures["sequential"], figures["gathers"],
+                                      figures["hundreds"])
+            row("binding round trip p50 / p90",
+                f"{statistics.median(seq) * 1000:.3f} / {p(seq, 0.9) * 1000:.3f} ms",
+                f"{1 / statistics.median(seq):,.0f} calls/s")
+            row("gather of 10 p50 / p90",
+                f"{statistics.median(gathers) * 1000:.2f} / {p(gathers, 0.9) * 1000:.2f} ms")
+            row("100 sequential calls in one program", ms(statistics.median(hundreds)))
+        finally:
+            await asyncio.to_thread(local.stop)
+
+
+async def main(quick: bool, gateway: bool = False) -> None:
     n = 5 if quick else 15
     print(f"dsh-jupyter kernel runtime benchmark ({'quick' if quick else 'full'}: n={n})")
     print(f"  command: {sys.executable} {' '.join(sys.argv)}")
@@ -227,8 +310,14 @@ async def main(quick: bool) -> None:
     uss, server_uss = await pooled_uss()
     row("USS of one idle pooled kernel", f"{uss:8.1f} MiB", f"(fork server: {server_uss:.1f} MiB)")
 
+    if gateway:
+        await gateway_figures(n)
+
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--quick", action="store_true", help="fewer samples")
-    asyncio.run(main(parser.parse_args().quick))
+    parser.add_argument("--gateway", action="store_true",
+                        help="also measure kernels on a local Jupyter Kernel Gateway")
+    arguments = parser.parse_args()
+    asyncio.run(main(arguments.quick, arguments.gateway))

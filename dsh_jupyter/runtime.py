@@ -11,6 +11,7 @@ message). ``run`` reports every outcome as data: it raises only for misuse.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping
+from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Literal, Protocol, runtime_checkable
 
@@ -26,6 +27,20 @@ FAILURE_KINDS: tuple[FailureKind, ...] = (
 
 Binding = Callable[[JsonValue], Awaitable[JsonValue]]
 """An async callable taking lossless JSON arguments and resolving to a JSON value."""
+
+
+RUN_SIGNAL: ContextVar[AbortSignal] = ContextVar("dsh_jupyter_run_signal")
+"""Set by a runtime in the context its bindings run in; fires when that run ends. A runtime
+that waits for the bindings in flight before it returns (the kernel runtime does) must set
+it: a binding may wait for work that only stops when the run is over."""
+
+
+def run_signal() -> AbortSignal:
+    """Inside a binding called by a run: a signal that fires when that run ends (result,
+    failure, abort or disposal). Outside one, or under a runtime that does not set it:
+    a signal that never fires."""
+    signal = RUN_SIGNAL.get(None)
+    return signal if signal is not None else AbortSignal.never()
 
 
 class BindingError(Exception):

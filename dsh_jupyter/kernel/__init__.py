@@ -6,6 +6,7 @@
 
 from .bridge import run_signal
 from .config import KernelRuntimeConfig
+from .gateway_config import GatewayConfig
 from .runtime import KernelRuntime
 
-__all__ = ["KernelRuntime", "KernelRuntimeConfig", "run_signal"]
+__all__ = ["GatewayConfig", "KernelRuntime", "KernelRuntimeConfig", "run_signal"]

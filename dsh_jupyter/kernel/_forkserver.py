@@ -169,8 +169,10 @@ class Server:
         import resource
 
         for name, value in request.get("limits", {}).items():
-            which = {"as": resource.RLIMIT_AS, "nofile": resource.RLIMIT_NOFILE}[name]
-            resource.setrlimit(which, (value, value))
+            which = {"as": resource.RLIMIT_AS, "nofile": resource.RLIMIT_NOFILE,
+                     "cpu": resource.RLIMIT_CPU}[name]
+            # CPU: SIGXCPU at the limit, SIGKILL a second later if the program handles it.
+            resource.setrlimit(which, (value, value + 1 if name == "cpu" else value))
         import random
         import tempfile
 

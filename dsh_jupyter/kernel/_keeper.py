@@ -1,6 +1,9 @@
 """The keeper: a tiny parent for a stock-launched local kernel (standard library only).
 
-Run as ``python -I -S -c <this source> [--as BYTES] [--nofile N] -- KERNEL_ARGV...``.
+Run as ``python -I -S -c <this source> [--as BYTES] [--nofile N] [--cpu SECONDS]
+[--ignore-sigint] -- KERNEL_ARGV...`` (``--ignore-sigint``: the kernel command
+starts with SIGINT ignored, for a wrapper such as bubblewrap that a process-group
+interrupt would kill; ipykernel installs its own handler while it executes).
 It makes itself a child *subreaper* (``PR_SET_CHILD_SUBREAPER``), so every
 orphan the kernel leaves behind (``start_new_session`` children, double forks)
 re-parents to it rather than to init; it starts the kernel with the resource
@@ -61,25 +64,31 @@ def _kill_remaining() -> None:
 
 
 def main(argv: list[str]) -> int:
-    limits: list[tuple[int, int]] = []
+    limits: list[tuple[int, int, int]] = []
     import resource
 
+    child_sigint = signal.SIG_DFL
     while argv and argv[0] != "--":
+        if argv[0] == "--ignore-sigint":
+            child_sigint, argv = signal.SIG_IGN, argv[1:]
+            continue
         option, value = argv[0], int(argv[1])
         argv = argv[2:]
         if option == "--as":
-            limits.append((resource.RLIMIT_AS, value))
+            limits.append((resource.RLIMIT_AS, value, value))
         elif option == "--nofile":
-            limits.append((resource.RLIMIT_NOFILE, value))
+            limits.append((resource.RLIMIT_NOFILE, value, value))
+        elif option == "--cpu":  # SIGXCPU at the limit; SIGKILL a second later if handled
+            limits.append((resource.RLIMIT_CPU, value, value + 1))
     command = argv[1:]
     _set_subreaper()
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     kernel = os.fork()
     if kernel == 0:
         try:
-            signal.signal(signal.SIGINT, signal.SIG_DFL)
-            for which, value in limits:
-                resource.setrlimit(which, (value, value))
+            signal.signal(signal.SIGINT, child_sigint)
+            for which, soft, hard in limits:
+                resource.setrlimit(which, (soft, hard))
             os.execvp(command[0], command)
         finally:
             os._exit(127)

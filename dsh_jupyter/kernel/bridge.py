@@ -22,9 +22,10 @@ import contextvars
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from ..abort import AbortController, AbortSignal
+from ..abort import AbortController
 from ..json_value import JsonValue, NotJsonError, snapshot_json
-from ..runtime import Binding, BindingError
+from ..runtime import RUN_SIGNAL, Binding, BindingError
+from ..runtime import run_signal as run_signal  # re-exported: dsh_jupyter.kernel.run_signal
 from .protocol import (
     CallMessage,
     DoneErrorMessage,
@@ -35,14 +36,6 @@ from .protocol import (
     result_error,
     result_ok,
 )
-
-_RUN_SIGNAL: contextvars.ContextVar[AbortSignal] = contextvars.ContextVar("dsh_kernel_run_signal")
-
-
-def run_signal() -> AbortSignal:
-    """Inside a binding called by a kernel run: a signal that fires when that run ends
-    (result, failure, abort or disposal). Outside one: a signal that never fires."""
-    return _RUN_SIGNAL.get(AbortSignal.never())
 
 
 class Bridge:
@@ -57,7 +50,7 @@ class Bridge:
         self._inflight: dict[str, asyncio.Task[None]] = {}
         self._end = AbortController()
         self._context = contextvars.copy_context()
-        self._context.run(_RUN_SIGNAL.set, self._end.signal)
+        self._context.run(RUN_SIGNAL.set, self._end.signal)
         self._closed = False
         self.calls_started = 0
         self.dropped = 0
@@ -130,10 +123,19 @@ class Bridge:
         self._reply(result_ok(call_id, result))
 
     def _reply(self, message: HostMessage) -> None:
-        if not self._closed:
-            # A failed send means the kernel is gone: the watchdog ends the run.
+        if self._closed:
+            return
+        try:
+            self._send(message)
+        except UnicodeError:
+            # A lone surrogate cannot be encoded: fail the call rather than leave the program
+            # waiting for its reply until the wall budget (the message names no content).
             with contextlib.suppress(Exception):
-                self._send(message)
+                self._send(result_error(message["id"], "the tool's reply cannot be sent to the "
+                                        "kernel: it holds a string that is not valid Unicode "
+                                        "(a lone surrogate)"))
+        except Exception:
+            pass  # a failed send means the kernel is gone: the watchdog ends the run
 
     def stop(self, reason: str) -> None:
         """Stop dispatching and replying; fire :func:`run_signal` for calls in flight."""

@@ -8,6 +8,9 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Literal
 
+from .gateway_config import GatewayConfig, check_remote_options
+from .sandbox import SandboxConfig
+
 MiB = 1024 * 1024
 
 DEFAULT_ENV_ALLOW: tuple[str, ...] = ("PATH", "LANG", "LANGUAGE", "LC_*", "TZ")
@@ -31,6 +34,9 @@ class KernelRuntimeConfig:
       ``output-limit`` and keeps the log entries that fit.
     - ``memory_bytes`` / ``open_files``: optional RLIMIT_AS / RLIMIT_NOFILE of
       local kernels (a program over the memory cap gets ``MemoryError``).
+    - ``sandbox``: a :class:`~.sandbox.SandboxConfig` (CPU limit, no network,
+      read-only file system, private PIDs) for local kernels; its namespaces
+      need the stock launch, which ``launcher="auto"`` then picks.
 
     Launch:
 
@@ -49,6 +55,11 @@ class KernelRuntimeConfig:
     Hygiene: kernels see only the host variables named by ``env_allow`` plus
     ``extra_env``; HOME, IPYTHONDIR and TMPDIR point into a per-run temporary
     directory that is removed after the run.
+
+    Remote: ``gateway`` (a :class:`~.gateway_config.GatewayConfig`) starts every
+    kernel on a Kernel Gateway or Enterprise Gateway; ``kernel_name`` then names
+    a kernelspec there, ``extra_env`` is sent with each start (the gateway keeps
+    what it allows), and the local-only options above must stay unset.
     """
 
     kernel_name: str | None = None
@@ -67,6 +78,8 @@ class KernelRuntimeConfig:
     max_call_bytes: int = 16 * MiB
     env_allow: tuple[str, ...] = DEFAULT_ENV_ALLOW
     extra_env: Mapping[str, str] = field(default_factory=dict)
+    gateway: GatewayConfig | None = None
+    sandbox: SandboxConfig | None = None
 
     def __post_init__(self) -> None:
         for name in ("compute_seconds", "wall_seconds", "startup_seconds"):
@@ -100,13 +113,30 @@ class KernelRuntimeConfig:
             raise ValueError("extra_env must map variable names to strings")
         object.__setattr__(self, "env_allow", tuple(self.env_allow))
         object.__setattr__(self, "extra_env", MappingProxyType(extra))
+        if self.gateway is not None:
+            check_remote_options(self)
+        if self.sandbox is not None:
+            _check_sandbox(self)
 
     @property
     def uses_fork(self) -> bool:
         """Whether kernels come from the fork server."""
-        return self.launcher == "fork" or (
+        return self.gateway is None and (self.launcher == "fork" or (
             self.launcher == "auto" and self.kernel_name is None and self.provisioner is None
-        )
+            and (self.sandbox is None or not self.sandbox.uses_namespaces)
+        ))
+
+
+def _check_sandbox(config: KernelRuntimeConfig) -> None:
+    if not isinstance(config.sandbox, SandboxConfig):
+        raise ValueError("sandbox must be a SandboxConfig or None")
+    if config.gateway is not None:
+        raise ValueError("sandbox does not apply with gateway=...: confine remote kernels on "
+                         "the gateway side")
+    if config.launcher == "fork" and config.sandbox.uses_namespaces:
+        raise ValueError("the fork server cannot put each kernel in its own namespaces: use "
+                         "launcher='auto' or 'stock' with network=False, read_only_root, "
+                         "private_pids or hide")
 
 
 def _require_positive(name: str, value: object) -> None:

@@ -228,6 +228,8 @@ class ForkLauncher:
             self._limits["as"] = config.memory_bytes
         if config.open_files is not None:
             self._limits["nofile"] = config.open_files
+        if config.sandbox is not None and config.sandbox.cpu_seconds is not None:
+            self._limits["cpu"] = config.sandbox.cpu_seconds
 
     async def server(self) -> ForkServer:
         async with self._lock:

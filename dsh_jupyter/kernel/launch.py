@@ -26,6 +26,7 @@ from jupyter_client.provisioning.local_provisioner import LocalProvisioner
 from ..errors import CodeModeError
 from . import proctree
 from .config import KernelRuntimeConfig
+from .sandbox import SandboxUnavailable, check_available
 from .workspace import Workspace
 
 DEFAULT_KERNEL_NAME = "dsh-jupyter-python"
@@ -131,12 +132,17 @@ class _KeptKernelManager(AsyncKernelManager):
     """Prefixes local kernel commands with the keeper and its resource limits."""
 
     keeper_args: tuple[str, ...] = ()
+    command_prefix: tuple[str, ...] = ()  # the sandbox's bubblewrap, between keeper and kernel
 
     def format_kernel_cmd(self, extra_arguments: list[str] | None = None) -> list[str]:
         command: list[str] = super().format_kernel_cmd(extra_arguments)
         if isinstance(self.provisioner, LocalProvisioner):
             keeper = (Path(__file__).parent / "_keeper.py").read_text(encoding="utf-8")
-            return [sys.executable, "-I", "-S", "-c", keeper, *self.keeper_args, "--", *command]
+            return [sys.executable, "-I", "-S", "-c", keeper, *self.keeper_args, "--",
+                    *self.command_prefix, *command]
+        if self.command_prefix:
+            raise CodeModeError("a sandbox confines local kernels only: the provisioner "
+                                f"{type(self.provisioner).__name__} is not local")
         return command
 
 
@@ -219,16 +225,32 @@ class StockLauncher:
             keeper_args += ["--as", str(config.memory_bytes)]
         if config.open_files is not None:
             keeper_args += ["--nofile", str(config.open_files)]
+        sandbox = config.sandbox
+        if sandbox is not None and sandbox.cpu_seconds is not None:
+            keeper_args += ["--cpu", str(sandbox.cpu_seconds)]
+        if sandbox is not None and sandbox.uses_namespaces:
+            try:
+                check_available(sandbox)
+            except SandboxUnavailable as error:
+                raise CodeModeError(f"the kernel sandbox is unavailable: {error}") from None
+            keeper_args.append("--ignore-sigint")  # interrupts reach the kernel, not bwrap
         self._keeper_args = tuple(keeper_args)
 
     async def start(self, workspace: Workspace, env: dict[str, str]) -> StockKernel:
+        sandbox = self._config.sandbox
+        confined = sandbox is not None and sandbox.uses_namespaces
+        # A private network namespace has its own loopback: TCP to the kernel cannot work.
+        transport = {"transport": "ipc", "ip": str(workspace.root / "zmq")} if confined else {}
         manager = _KeptKernelManager(
             kernel_name=self._config.kernel_name or DEFAULT_KERNEL_NAME,
             kernel_spec_manager=self._specs,
             connection_file=str(workspace.connection_file),
             context=self._context,
+            **transport,
         )
         manager.keeper_args = self._keeper_args
+        if sandbox is not None and confined:
+            manager.command_prefix = tuple(sandbox.bubblewrap_argv(workspace.root))
         try:
             await manager.start_kernel(
                 env=env, cwd=str(workspace.cwd),

@@ -10,8 +10,9 @@
         )
 
 Kernels come from a fork server (``launcher="fork"``, the default for the
-host's Python) or from jupyter-client (``"stock"``: any kernelspec or
-provisioner), optionally through a pool of started, never-used kernels.
+host's Python), from jupyter-client (``"stock"``: any kernelspec or
+provisioner) or from a kernel gateway (``config.gateway``: see ``gateway``),
+optionally through a pool of started, never-used kernels.
 
 Lifetime: ``async with`` starts the launcher (and the pool); leaving it
 disposes: runs in flight end as ``abort`` ("runtime disposed") and, once they
@@ -69,7 +70,9 @@ class KernelRuntime:
         self._state = "open"
         self._context = zmq.asyncio.Context()
         try:
-            if self.config.uses_fork and fork_supported():
+            if self.config.gateway is not None:
+                self._launcher = _gateway_launcher(self.config)
+            elif self.config.uses_fork and fork_supported():
                 self._launcher = ForkLauncher(self.config)
             else:
                 self._launcher = StockLauncher(self.config, self._context)
@@ -180,6 +183,15 @@ class KernelRuntime:
 
 _STATE_WORDS = {"new": "not started (use async with)", "closing": "being disposed",
                 "closed": "disposed", "open": "open"}
+
+
+def _gateway_launcher(config: KernelRuntimeConfig) -> KernelLauncher:
+    try:
+        from .gateway import GatewayLauncher  # websockets is an optional dependency
+    except ImportError as error:
+        raise CodeModeError(f"remote kernels need the gateway extra (pip install "
+                            f"'dsh-jupyter[gateway]'): {error}") from error
+    return GatewayLauncher(config)
 
 
 def _failed(kind: str, message: str) -> CodeRunResult:

@@ -21,6 +21,7 @@ import zmq.asyncio
 from ..abort import AbortSignal
 from ..runtime import Binding, CodeRunResult
 from .carrier import SocketCarrier
+from .channels import HasChannels, KernelChannels
 from .config import KernelRuntimeConfig
 from .connection import KernelConnection
 from .launch import KernelLauncher, KernelProcess
@@ -60,7 +61,7 @@ class KernelStartError(Exception):
 class KernelSession:
     """A started, ready kernel with the runtime injected; serves one run."""
 
-    def __init__(self, process: KernelProcess, connection: KernelConnection,
+    def __init__(self, process: KernelProcess, connection: KernelChannels,
                  workspace: Workspace, config: KernelRuntimeConfig) -> None:
         self.process = process
         self.connection = connection
@@ -80,14 +81,17 @@ class KernelSession:
         # event loop is meanwhile serving other runs' tool calls.
         workspace = await asyncio.to_thread(Workspace.create)
         process: KernelProcess | None = None
-        connection: KernelConnection | None = None
+        connection: KernelChannels | None = None
         try:
             try:
                 process = await launcher.start(workspace, workspace.environment(config))
             except Exception as error:
                 raise KernelStartError(f"the kernel failed to start: {error}") from error
-            connection = KernelConnection(context, process.connection_info,
-                                          max_message_bytes=max_message_bytes(config))
+            if isinstance(process, HasChannels):  # a gateway kernel: its websocket
+                connection = process.channels
+            else:
+                connection = KernelConnection(context, process.connection_info,
+                                              max_message_bytes=max_message_bytes(config))
             session = cls(process, connection, workspace, config)
             setup = SETUP_PRELOADED_CELL if launcher.preloads_runtime else (
                 SETUP_CELL % _INKERNEL_SOURCE)

@@ -204,8 +204,9 @@ class RunWatch:
                     return
 
     async def _watch_disconnect(self) -> None:
-        """iopub drops when the kernel dies or sends a message over the size cap."""
-        await self._session.connection.wait_disconnected()
+        """iopub drops when the kernel dies or sends a message over the size cap (or, on a
+        gateway, when the gateway starts dropping output: the channels say why)."""
+        reason = await self._session.connection.wait_disconnected()
         process = self._session.process
         loop = asyncio.get_running_loop()
         give_up = loop.time() + DISCONNECT_SETTLE_SECONDS
@@ -215,7 +216,8 @@ class RunWatch:
                 return
             await asyncio.sleep(0.01)
         self._log.over_limit = True
-        self._fail("output-limit", "the kernel sent a message larger than the output limit")
+        self._fail("output-limit",
+                   reason or "the kernel sent a message larger than the output limit")
 
     async def _died(self) -> None:
         """Take what the kernel sent before it died (it may have finished), then settle."""

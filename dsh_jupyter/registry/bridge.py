@@ -16,7 +16,9 @@ Scheduling, per run:
 
 Settlement: when the run ends for any reason the run signal aborts ("run_code
 settled"), queued calls are abandoned, in-flight ones are awaited, and every
-event has landed before :meth:`DispatchBridge.settle` returns.
+event has landed before :meth:`DispatchBridge.settle` returns. A runtime that
+waits for its bindings before returning (the kernel runtime) reports the end of
+the run through :func:`~dsh_jupyter.runtime.run_signal`; the bridge settles then.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections import deque
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
@@ -32,7 +34,7 @@ from typing import TYPE_CHECKING
 from ..abort import AbortController, AbortSignal
 from ..events import CodeDispatchEvent, CodeDispatchStartEvent
 from ..json_value import JsonObject, JsonValue, NotJsonError, snapshot_json
-from ..runtime import Binding, BindingError
+from ..runtime import Binding, BindingError, run_signal
 from .execution import ToolCall, ToolRunContext
 from .pipeline import execute
 from .results import ToolResult
@@ -93,6 +95,7 @@ class DispatchBridge:
         self._tasks: set[asyncio.Task[None]] = set()
         self._count = 0
         self._settled = False
+        self._run_ends: dict[int, Callable[[], None]] = {}
         root = ctx.execution
         self._root_call_id = root.call_id
 
@@ -106,10 +109,27 @@ class DispatchBridge:
 
     def _binding(self, name: str) -> Binding:
         async def call_tool(arguments: JsonValue) -> JsonValue:
+            self._follow_run_end(run_signal())
             return await self._submit(name, arguments)
 
         call_tool.__name__ = name
         return call_tool
+
+    def _follow_run_end(self, signal: AbortSignal) -> None:
+        # A runtime that waits for its bindings before it returns (the kernel runtime) fires
+        # this when the program's run ends; settle then, or a body that waits for its signal
+        # (and a call still queued) would keep the binding, and so the run, waiting forever.
+        if id(signal) not in self._run_ends:
+            self._run_ends[id(signal)] = signal.add_listener(lambda _reason: self._end())
+
+    def _end(self) -> None:
+        """Accept no more calls, fire the run signal, abandon queued calls."""
+        self._settled = True
+        self._run.abort(SETTLED_REASON)
+        while self._queue:
+            abandoned = self._queue.popleft()
+            abandoned.future.set_exception(BindingError(
+                f"{abandoned.name}: the run settled before this call started"))
 
     async def _submit(self, name: str, arguments: object) -> JsonValue:
         if self._settled:
@@ -209,16 +229,14 @@ class DispatchBridge:
 
     async def settle(self) -> None:
         """Abort the run signal, abandon queued calls, await in-flight ones."""
-        self._settled = True
-        self._run.abort(SETTLED_REASON)
-        while self._queue:
-            abandoned = self._queue.popleft()
-            abandoned.future.set_exception(BindingError(
-                f"{abandoned.name}: the run settled before this call started"))
+        self._end()
         cancelled = False
         while self._tasks:
             cancelled |= await _wait_uncancellable_tasks(set(self._tasks))
         self._undo_follow()
+        for undo in self._run_ends.values():
+            undo()
+        self._run_ends.clear()
         if cancelled:
             raise asyncio.CancelledError
 

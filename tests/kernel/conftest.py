@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import sys
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
@@ -13,11 +13,9 @@ try:
 except ModuleNotFoundError:  # running from a checkout that is not installed
     sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from kernel_support import Recorder
+from kernel_support import Recorder, RuntimeFactory
 
 from dsh_jupyter.kernel import KernelRuntime, KernelRuntimeConfig
-
-RuntimeFactory = Callable[..., Awaitable[KernelRuntime]]
 
 
 @pytest.fixture

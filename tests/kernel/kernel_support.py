@@ -42,3 +42,7 @@ async def run(runtime: KernelRuntime, program: str,
               bindings: Bindings | None = None,
               signal: AbortSignal | None = None) -> CodeRunResult:
     return await runtime.run(program, bindings or {}, signal or AbortSignal.never())
+
+
+RuntimeFactory = Callable[..., Awaitable[KernelRuntime]]
+"""The type of the ``make_runtime`` fixture: ``await make_runtime(**config)``."""

@@ -5,8 +5,7 @@ from __future__ import annotations
 import asyncio
 
 import pytest
-from conftest import RuntimeFactory
-from kernel_support import run
+from kernel_support import RuntimeFactory, run
 
 from dsh_jupyter.abort import AbortController
 from dsh_jupyter.errors import CodeModeError

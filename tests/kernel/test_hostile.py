@@ -5,8 +5,7 @@ from __future__ import annotations
 import asyncio
 
 import pytest
-from conftest import RuntimeFactory
-from kernel_support import Recorder, run
+from kernel_support import Recorder, RuntimeFactory, run
 
 from dsh_jupyter.json_value import JsonValue
 

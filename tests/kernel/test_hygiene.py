@@ -6,8 +6,7 @@ import asyncio
 from pathlib import Path
 
 import pytest
-from conftest import RuntimeFactory
-from kernel_support import run
+from kernel_support import RuntimeFactory, run
 
 from dsh_jupyter.kernel import KernelRuntime, proctree
 

@@ -10,8 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import RuntimeFactory
-from kernel_support import Recorder, run
+from kernel_support import Recorder, RuntimeFactory, run
 
 from dsh_jupyter.kernel import KernelRuntime, proctree
 
