@@ -12,6 +12,8 @@ from .gateway_config import GatewayConfig, check_remote_options
 from .sandbox import SandboxConfig
 
 MiB = 1024 * 1024
+MIN_MEMORY_BYTES = 768 * MiB
+"""The smallest ``memory_bytes`` (RLIMIT_AS) a kernel can start under."""
 
 DEFAULT_ENV_ALLOW: tuple[str, ...] = ("PATH", "LANG", "LANGUAGE", "LC_*", "TZ")
 """Host variables a kernel may inherit. A trailing ``*`` matches a prefix."""
@@ -28,7 +30,8 @@ class KernelRuntimeConfig:
 
     - ``compute_seconds``: CPU time of the kernel's process tree while the
       program runs (local kernels; remote kernels only get the wall budget).
-    - ``wall_seconds``: elapsed time from hand-out of the kernel to the result.
+    - ``wall_seconds``: elapsed time from the program's start to its result
+      (starting the kernel has its own ``startup_seconds``).
     - ``max_output_bytes``: UTF-8 bytes of the JSON encoding of every log entry
       plus the return value (compact JSON). Over it, the run fails with
       ``output-limit`` and keeps the log entries that fit.
@@ -90,7 +93,14 @@ class KernelRuntimeConfig:
             _require_count(name, getattr(self, name), minimum=1)
         _require_count("pool_size", self.pool_size, minimum=0)
         if self.memory_bytes is not None:
-            _require_count("memory_bytes", self.memory_bytes, minimum=16 * MiB)
+            # A fresh kernel already maps ~650 MiB of address space: a lower RLIMIT_AS
+            # kills every kernel at start with nothing but "exited with status 1".
+            _require_count("memory_bytes", self.memory_bytes, minimum=0)
+            if self.memory_bytes < MIN_MEMORY_BYTES:
+                raise ValueError(
+                    f"memory_bytes={self.memory_bytes} is below {MIN_MEMORY_BYTES // MiB} MiB: "
+                    "a kernel maps ~650 MiB of address space before running anything, so "
+                    "RLIMIT_AS under that kills it at start")
         if self.open_files is not None:
             _require_count("open_files", self.open_files, minimum=16)
         if self.launcher not in ("auto", "fork", "stock"):

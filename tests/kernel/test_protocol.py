@@ -283,3 +283,13 @@ def test_public_names() -> None:
     assert kernel.__all__ == sorted(kernel.__all__)
     for name in kernel.__all__:
         assert hasattr(kernel, name)
+
+
+def test_memory_cap_below_a_kernels_footprint_is_rejected() -> None:
+    import pytest
+
+    from dsh_jupyter.kernel import KernelRuntimeConfig
+
+    with pytest.raises(ValueError, match="kills it at start"):
+        KernelRuntimeConfig(memory_bytes=256 * 1024 * 1024)
+    assert KernelRuntimeConfig(memory_bytes=1024**3).memory_bytes == 1024**3
