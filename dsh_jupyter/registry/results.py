@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
-from typing import ClassVar, Literal, NotRequired, TypeAlias, TypedDict
+from typing import ClassVar, Literal, NotRequired, TypeAlias, TypedDict, TypeVar
 
 from ..json_value import JsonValue
 
@@ -77,8 +77,26 @@ class ToolErrorInfo:
     code: str | None = None
 
 
+_R = TypeVar("_R", bound="_Result")
+
+
+class _Result:
+    """What success and failure share: the model-facing text and content replacement."""
+
+    __slots__ = ()
+    content: Content
+
+    @property
+    def text(self) -> str:
+        """The content's text blocks joined by newlines: what a model reads."""
+        return content_text(self.content)
+
+    def with_content(self: _R, content: Content) -> _R:
+        return replace(self, content=content)  # type: ignore[type-var]
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
-class ToolSuccess:
+class ToolSuccess(_Result):
     is_error: ClassVar[Literal[False]] = False
     error: ClassVar[None] = None
     value: JsonValue
@@ -86,16 +104,10 @@ class ToolSuccess:
     meta: JsonValue = None
     additional_contexts: tuple[AdditionalContext, ...] = field(default=())
 
-    @property
-    def text(self) -> str:
-        return content_text(self.content)
-
-    def with_content(self, content: Content) -> ToolSuccess:
-        return replace(self, content=content)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class ToolFailure:
+class ToolFailure(_Result):
     is_error: ClassVar[Literal[True]] = True
     value: ClassVar[None] = None
     error: ToolErrorInfo
@@ -103,12 +115,6 @@ class ToolFailure:
     meta: JsonValue = None
     additional_contexts: tuple[AdditionalContext, ...] = field(default=())
 
-    @property
-    def text(self) -> str:
-        return content_text(self.content)
-
-    def with_content(self, content: Content) -> ToolFailure:
-        return replace(self, content=content)
 
 
 ToolResult: TypeAlias = ToolSuccess | ToolFailure

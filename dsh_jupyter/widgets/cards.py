@@ -120,7 +120,19 @@ class Card:
             self._approval_box.children = (approval.widget,)
 
 
-class ToolCard(Card):
+class _CallCard(Card):
+    """A card for one call: running until its durable result arrives."""
+
+    durable: DurableResult | None
+
+    @property
+    def status(self) -> Status:
+        if self.durable is None:
+            return "running"
+        return "error" if self.durable.is_error else "ok"
+
+
+class ToolCard(_CallCard):
     """A top-level call: the call view, then the result view (or a fallback)."""
 
     kind = "tool"
@@ -132,12 +144,6 @@ class ToolCard(Card):
         self.durable: DurableResult | None = None
         self.result: ResultView | None = None
         self.duration: float | None = None
-
-    @property
-    def status(self) -> Status:
-        if self.durable is None:
-            return "running"
-        return "error" if self.durable.is_error else "ok"
 
     def finish(self, durable: DurableResult, result: ResultView | None = None, *,
                duration: float | None = None) -> None:

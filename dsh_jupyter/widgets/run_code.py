@@ -13,8 +13,8 @@ from ..registry.presentation import DurableResult
 from ..registry.results import content_text
 from ..registry.scope import RESERVED_NAME
 from . import _ipw
-from .cards import Card
-from .doc import Block, Code, Doc, Field, Section, Status, Text
+from .cards import _CallCard
+from .doc import Block, Code, Doc, Field, Section, Text
 from .render import html_blocks, html_header
 from .text import plural, summarize_arguments
 from .views import error_blocks
@@ -25,7 +25,7 @@ _FAILURE = re.compile(r"code run failed \(([a-z-]+)\): (.*)", re.S)
 _CAPTURED = "\nCaptured output:\n"
 
 
-class SubCallCard(Card):
+class SubCallCard(_CallCard):
     """One ``await tools.x(...)`` of a program: name, argument summary, status,
     duration (widget only) and the error message."""
 
@@ -37,12 +37,6 @@ class SubCallCard(Card):
         self.arguments = arguments
         self.durable: DurableResult | None = None
         self.duration: float | None = None
-
-    @property
-    def status(self) -> Status:
-        if self.durable is None:
-            return "running"
-        return "error" if self.durable.is_error else "ok"
 
     def finish(self, durable: DurableResult, *, duration: float | None = None) -> None:
         self.durable, self.duration = durable, duration
@@ -64,7 +58,7 @@ class SubCallCard(Card):
                                         margin="2px 0")
 
 
-class RunCodeCard(Card):
+class RunCodeCard(_CallCard):
     """A ``run_code`` call. Sub-calls are keyed by their call id."""
 
     kind = "run-code"
@@ -82,12 +76,6 @@ class RunCodeCard(Card):
         self._header: Any = None
         self._calls_box: Any = None
         self._outcome: Any = None
-
-    @property
-    def status(self) -> Status:
-        if self.durable is None:
-            return "running"
-        return "error" if self.durable.is_error else "ok"
 
     # Live updates ----------------------------------------------------------------
     def start_call(self, call_id: str, name: str, arguments: JsonValue) -> SubCallCard:
