@@ -489,6 +489,23 @@ def check_ipykernel() -> None:
         )
 
 
+def unlimit_iopub() -> None:
+    """Make iopub queue instead of drop. At zmq's default high-water mark (1,000 messages)
+    the kernel's PUB socket silently drops what a busy host has not taken yet, tool calls
+    included, and a program then waits for a reply until its wall budget. ipykernel's
+    IOPub thread owns the socket, so the option is set there (libzmq applies it to the
+    host's existing connection too)."""
+    try:
+        import zmq
+
+        kernel = sys.modules["IPython"].get_ipython().kernel
+        thread, socket = kernel.iopub_thread, kernel.iopub_thread.socket
+        setsockopt: Callable[[int, int], None] = socket.setsockopt
+    except Exception:
+        return  # not ipykernel: nothing to do
+    thread.schedule(lambda: setsockopt(zmq.SNDHWM, 0))
+
+
 def start() -> Runtime:
     """Open the comm to the host (its ``comm_open`` tells the host which comm to trust)."""
     check_ipykernel()
@@ -496,6 +513,7 @@ def start() -> Runtime:
 
     patch_flush(sys.stdout)
     patch_flush(sys.stderr)
+    unlimit_iopub()
     comm = create_comm(target_name=TARGET_NAME, data={"kind": "hello", "protocol": 1})
     runtime = Runtime(lambda data: comm.send(data))
     comm.on_msg(runtime.bridge.on_msg)

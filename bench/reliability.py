@@ -1,0 +1,114 @@
+"""Reliability suite: faults, a hostile-kernel fuzzer, soak runs and the sandbox, with figures.
+
+Run from the repository root::
+
+    /work/venv/bin/python bench/reliability.py            # long run: the figures in the docs
+    /work/venv/bin/python bench/reliability.py --short    # the CI run (a few minutes)
+
+It runs ``pytest tests/reliability`` at the chosen scale (``DSH_RELIABILITY_SCALE``),
+collects the figures the tests record, and prints them with a summary table. Extra
+arguments after ``--`` go to pytest (``-- -k soak``). The exit status is pytest's.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import subprocess
+import sys
+import tempfile
+import time
+import xml.etree.ElementTree as ElementTree
+from collections import Counter
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+GROUPS = {
+    "test_faults.py": "faults (kernel deaths, floods, daemons, never ready)",
+    "test_cancellation.py": "host-side cancellation at each point",
+    "test_fuzz.py": "hostile-kernel fuzzing",
+    "test_soak.py": "soak (sequential, 4 at a time)",
+    "test_sandbox.py": "sandbox options",
+}
+FIGURES = ("faults survived", "fuzz programs", "messages fuzzed", "runs soaked", "leaks found")
+
+
+def load() -> str:
+    return ", ".join(f"{x:.2f}" for x in os.getloadavg())
+
+
+def outcomes(junit: Path) -> dict[str, Counter[str]]:
+    """Per test file: passed / failed / skipped counts and seconds, from pytest's junit XML."""
+    by_file: dict[str, Counter[str]] = {}
+    for case in ElementTree.parse(junit).getroot().iter("testcase"):
+        name = Path(case.get("file") or case.get("classname", "").replace(".", "/")).name
+        name = name if name.endswith(".py") else name + ".py"
+        counts = by_file.setdefault(name, Counter())
+        if case.find("skipped") is not None:
+            counts["skipped"] += 1
+        elif case.find("failure") is not None or case.find("error") is not None:
+            counts["failed"] += 1
+        else:
+            counts["passed"] += 1
+        counts["ms"] += int(float(case.get("time", "0")) * 1000)
+    return by_file
+
+
+def sandbox_rows() -> list[tuple[str, str]]:
+    from dsh_jupyter.kernel.sandbox import bubblewrap_problem
+
+    problem = bubblewrap_problem()
+    bwrap = "yes" if problem is None else f"no ({problem})"
+    return [("cpu_seconds (RLIMIT_CPU)", "yes"), ("memory_bytes / open_files (rlimits)", "yes"),
+            ("network=False (bubblewrap net namespace)", bwrap),
+            ("read_only_root / hide (bubblewrap mounts)", bwrap),
+            ("private_pids (bubblewrap PID namespace)", bwrap)]
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--short", action="store_true", help="the CI size (default: long)")
+    parser.add_argument("pytest_args", nargs="*", help="more pytest arguments (after --)")
+    options = parser.parse_args()
+    scale = "short" if options.short else "long"
+    print(f"dsh-jupyter reliability suite ({scale})")
+    print(f"  command: {sys.executable} {' '.join(sys.argv)}")
+    print(f"  python {platform.python_version()}, {os.cpu_count()} CPUs, load {load()}")
+    with tempfile.TemporaryDirectory(prefix="dsh-reliability-") as scratch:
+        figures_path, junit = Path(scratch) / "figures.json", Path(scratch) / "junit.xml"
+        env = {**os.environ, "DSH_RELIABILITY_SCALE": scale,
+               "DSH_RELIABILITY_FIGURES": str(figures_path)}
+        command = [sys.executable, "-m", "pytest", str(ROOT / "tests" / "reliability"), "-q",
+                   "-p", "no:cacheprovider", f"--junitxml={junit}", *options.pytest_args]
+        started = time.perf_counter()
+        status = subprocess.run(command, env=env, cwd=ROOT, check=False).returncode
+        seconds = time.perf_counter() - started
+        data = json.loads(figures_path.read_text()) if figures_path.exists() else {}
+        by_file = outcomes(junit) if junit.exists() else {}
+
+    counts, notes = data.get("counts", {}), data.get("notes", {})
+    print(f"\nSummary ({scale}, {seconds:.0f} s, load now {load()})")
+    print(f"  {'group':<56} {'passed':>7} {'failed':>7} {'skipped':>8} {'seconds':>8}")
+    for name, label in GROUPS.items():
+        row = by_file.get(name, Counter())
+        print(f"  {label:<56} {row['passed']:>7} {row['failed']:>7} {row['skipped']:>8} "
+              f"{row['ms'] / 1000:>8.1f}")
+    print("\nFigures")
+    for name in FIGURES:
+        print(f"  {name:<56} {counts.get(name, 0):>12,}")
+    for name, value in sorted(notes.items()):
+        print(f"  {name:<56} {value:>12}")
+    print("\nSandbox options on this machine")
+    for option, available in sandbox_rows():
+        print(f"  {option:<56} {available}")
+    verdict = "PASS" if status == 0 and counts.get("leaks found", 0) == 0 else "FAIL"
+    print(f"\n{verdict}: pytest exit status {status}, {counts.get('leaks found', 0)} leaks found")
+    return status
+
+
+if __name__ == "__main__":
+    sys.exit(main())
