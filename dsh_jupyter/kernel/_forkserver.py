@@ -227,9 +227,11 @@ class Server:
         up also left the workspaces of the kernels still running here, so remove those."""
         for pid in list(self.kernels):
             self.proctree.kill_tree(pid)
-        self.kill_orphans()
         with contextlib.suppress(ChildProcessError):
             while True:
+                # Sweep again after every reap: a process that forks as its parent dies
+                # would otherwise outlive the server (and re-parent to init).
+                self.kill_orphans()
                 os.waitpid(-1, 0)
         import shutil
 

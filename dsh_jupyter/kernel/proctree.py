@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
+import time
 from dataclasses import dataclass
 
 _CLOCK_TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
@@ -98,9 +99,22 @@ def kill_tree(root: int) -> list[int]:
             _signal(pid, signal.SIGSTOP)
             seen.add(pid)
             frozen.append(pid)
+        _wait_stopped(new)
     for pid in frozen:
         _signal(pid, signal.SIGKILL)
     return frozen
+
+
+def _wait_stopped(pids: list[int], seconds: float = 1.0) -> None:
+    """Wait until ``pids`` are stopped (or gone). A SIGSTOP lands asynchronously: until it
+    has, a process can still fork, and a child forked after the last pass would escape."""
+    deadline = time.monotonic() + seconds
+    pending = list(pids)
+    while pending and time.monotonic() < deadline:
+        pending = [pid for pid in pending
+                   if (stat := read_stat(pid)) is not None and stat.state not in "TtZXx"]
+        if pending:
+            time.sleep(0.0002)
 
 
 def _signal(pid: int, signum: int) -> None:

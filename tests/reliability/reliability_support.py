@@ -1,6 +1,6 @@
 """The reliability harness: registries on real kernel runtimes, event checks, leak accounting.
 
-Imported by the tests and by ``bench/reliability.py``; fixtures live in ``conftest.py``.
+Imported by the tests; fixtures live in ``conftest.py``; ``bench/reliability.py`` runs them.
 
 A *leak* is anything a run leaves behind once its runtime is closed (or, during a
 soak, once the runtime's background cleanups are done): a process descending from
@@ -190,7 +190,7 @@ def strays(temp_root: Path) -> frozenset[int]:
             cwd = os.readlink(f"/proc/{name}/cwd")
         except OSError:
             continue
-        if cwd.startswith(root):
+        if cwd == root or cwd.startswith(root + os.sep):
             stat = proctree.read_stat(int(name))
             if stat is not None and stat.state != "Z":
                 found.add(int(name))

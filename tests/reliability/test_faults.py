@@ -4,7 +4,12 @@ failure, exactly one settle event per started sub-call, and nothing left behind.
 from __future__ import annotations
 
 import asyncio
+import os
 import re
+import signal
+import subprocess
+import sys
+import time
 import uuid
 from pathlib import Path
 from typing import Any
@@ -20,9 +25,12 @@ from reliability_support import (
     none_marked,
     rss_bytes,
     run_code,
+    sized,
+    strays,
 )
 
 from dsh_jupyter import AbortSignal, ToolDefinition, ToolRunContext
+from dsh_jupyter.kernel import proctree
 
 pytestmark = [pytest.mark.kernel, pytest.mark.timeout(60)]
 
@@ -306,3 +314,42 @@ return len(pending)
     assert (result.value, len(seen)) == (0, 3000)
     assert not await harness.finish()
     harness.figures.add("faults survived")
+
+
+SUBREAPER_WITH_WANDERER = """\
+import ctypes, os, time
+ctypes.CDLL(None).prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER, as the keeper does
+if os.fork() == 0:
+    for _ in range(2000):  # a new PID every 5 ms
+        if os.fork():
+            os._exit(0)
+        os.setsid()
+        time.sleep(0.005)
+    os._exit(0)
+while True:
+    try:
+        os.waitpid(-1, 0)
+    except ChildProcessError:
+        time.sleep(1)
+"""
+
+
+@pytest.mark.timeout(120)
+def test_tree_kill_catches_a_process_that_forks_as_it_dies(tmp_path: Path) -> None:
+    """Regression: ``kill_tree`` stopped looking once a pass found no new process, but a
+    SIGSTOP lands asynchronously, so a process could still fork after that pass; its child
+    then outlived the kill (about 3 % of kills of this wanderer)."""
+    escaped: list[int] = []
+    for attempt in range(sized(default=10, short=20, long=150)):
+        cwd = tmp_path / str(attempt)
+        cwd.mkdir()
+        keeper = subprocess.Popen([sys.executable, "-c", SUBREAPER_WITH_WANDERER], cwd=cwd)
+        time.sleep(0.15)
+        proctree.kill_tree(keeper.pid)
+        keeper.wait()
+        time.sleep(0.05)
+        survivors = strays(cwd)
+        escaped += survivors
+        for pid in survivors:
+            os.kill(pid, signal.SIGKILL)
+    assert escaped == []
