@@ -40,11 +40,6 @@ class KernelConnection:
                 sock.setsockopt(zmq.RECONNECT_IVL, 5)
                 sock.setsockopt(zmq.MAXMSGSIZE, max_message_bytes)
             self.iopub.setsockopt(zmq.SUBSCRIBE, b"")
-            # No high-water mark on iopub: at the default (1000 queued messages) the kernel's
-            # PUB socket silently drops what does not fit, and a burst of tool calls lost a
-            # call (its program then waited for the wall budget). The count never bounded
-            # memory anyway (a message may be up to MAXMSGSIZE); the budgets do.
-            self.iopub.setsockopt(zmq.RCVHWM, 0)
             self._monitor = self.iopub.get_monitor_socket(zmq.EVENT_DISCONNECTED)
             self.iopub.connect(_url(info, "iopub_port"))
             self.shell.connect(_url(info, "shell_port"))
