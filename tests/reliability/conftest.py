@@ -32,7 +32,6 @@ _PASSED = pytest.StashKey[bool]()
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    config.addinivalue_line("markers", "soak: long sequential and concurrent run_code loops")
     config.stash[_TOTALS] = Counter()
     config.stash[_NOTES] = {}
 
