@@ -2,8 +2,8 @@
 
 Run from the repository root::
 
-    /work/venv/bin/python bench/reliability.py            # long run: the figures in the docs
-    /work/venv/bin/python bench/reliability.py --short    # the CI run (a few minutes)
+    python bench/reliability.py            # long run: the figures in docs/reliability.md
+    python bench/reliability.py --short    # the CI run (a few minutes)
 
 It runs ``pytest tests/reliability`` at the chosen scale (``DSH_RELIABILITY_SCALE``),
 collects the figures the tests record, and prints them with a summary table. Extra
@@ -13,6 +13,7 @@ arguments after ``--`` go to pytest (``-- -k soak``). The exit status is pytest'
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
 import os
 import platform
@@ -69,6 +70,34 @@ def sandbox_rows() -> list[tuple[str, str]]:
             ("private_pids (bubblewrap PID namespace)", bwrap)]
 
 
+async def startup_costs(samples: int = 5) -> list[tuple[str, float]]:
+    """Median seconds of a trivial run on a fresh kernel (no pool) per launch and sandbox."""
+    import statistics
+
+    from dsh_jupyter.abort import AbortSignal
+    from dsh_jupyter.kernel import KernelRuntime, KernelRuntimeConfig
+    from dsh_jupyter.kernel.sandbox import SandboxConfig, bubblewrap_problem
+
+    configs = [("fork server", {"launcher": "fork"}),
+               ("fork server + cpu_seconds", {"sandbox": SandboxConfig(cpu_seconds=60)}),
+               ("stock", {"launcher": "stock"})]
+    if bubblewrap_problem() is None:
+        configs.append(("stock + bubblewrap (no network, read-only, private PIDs)", {
+            "sandbox": SandboxConfig(network=False, read_only_root=True, private_pids=True)}))
+    rows = []
+    for label, options in configs:
+        async with KernelRuntime(KernelRuntimeConfig(pool_size=0, **options)) as runtime:
+            await runtime.run("return 1", {}, AbortSignal.never())  # warm (fork server up)
+            times = []
+            for _ in range(samples):
+                started = time.perf_counter()
+                result = await runtime.run("return 1", {}, AbortSignal.never())
+                times.append(time.perf_counter() - started)
+                assert result.value == 1, result
+        rows.append((label, statistics.median(times)))
+    return rows
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--short", action="store_true", help="the CI size (default: long)")
@@ -105,6 +134,9 @@ def main() -> int:
     print("\nSandbox options on this machine")
     for option, available in sandbox_rows():
         print(f"  {option:<56} {available}")
+    print("\nA trivial run on a fresh kernel, no pool (median of 5)")
+    for label, seconds_taken in asyncio.run(startup_costs()):
+        print(f"  {label:<56} {seconds_taken * 1000:>9.0f} ms")
     verdict = "PASS" if status == 0 and counts.get("leaks found", 0) == 0 else "FAIL"
     print(f"\n{verdict}: pytest exit status {status}, {counts.get('leaks found', 0)} leaks found")
     return status

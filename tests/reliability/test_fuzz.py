@@ -26,7 +26,7 @@ pytestmark = [pytest.mark.kernel]
 
 WALL_SECONDS = 20.0
 KiB = 1024
-EXAMPLES = sized(default=20, short=50, long=400)
+EXAMPLES = sized(default=20, short=40, long=400)
 
 leaves = (st.none() | st.booleans() | st.integers(-(2**53), 2**53)
           | st.floats(allow_nan=False, allow_infinity=False).filter(

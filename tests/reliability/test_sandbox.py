@@ -53,6 +53,27 @@ async def test_cpu_seconds(harness: Harness, launcher: str) -> None:
     harness.figures.add("faults survived", 2)
 
 
+@pytest.mark.parametrize("launcher", ["fork", "stock"])
+async def test_open_files(harness: Harness, launcher: str) -> None:
+    """RLIMIT_NOFILE: the program gets EMFILE, the kernel goes on answering."""
+    program = """\
+import errno, os
+opened = []
+try:
+    while len(opened) < 1000:
+        opened.append(os.open(os.devnull, os.O_RDONLY))
+except OSError as error:
+    failed = errno.errorcode[error.errno]
+for fd in opened:
+    os.close(fd)
+return {"failed": failed, "echo": await tools.echo({"after": True})}
+"""
+    value = await run_value(harness, program, launcher=launcher, open_files=128)
+    assert value == {"failed": "EMFILE", "echo": {"after": True}}
+    assert not await harness.finish()
+    harness.figures.add("faults survived")
+
+
 @pytest.fixture
 def listeners(tmp_path: Path) -> Iterator[dict[str, Any]]:
     """A TCP listener on the host's loopback, an abstract and a path unix socket (ask for

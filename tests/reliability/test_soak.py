@@ -28,7 +28,7 @@ from reliability_support import (
 from dsh_jupyter import ToolRegistry, ToolRunContext
 from dsh_jupyter.kernel import KernelRuntime
 
-SEQUENTIAL = sized(default=30, short=150, long=1000)
+SEQUENTIAL = sized(default=30, short=120, long=1000)
 CONCURRENT = sized(default=20, short=40, long=200)
 AT_ONCE = 4
 RSS_BOUND = 32 * 1024 * 1024
