@@ -128,9 +128,9 @@ def main() -> int:
               f"{row['ms'] / 1000:>8.1f}")
     print("\nFigures")
     for name in FIGURES:
-        print(f"  {name:<56} {counts.get(name, 0):>12,}")
+        print(f"  {name:<64} {counts.get(name, 0):>8,}")
     for name, value in sorted(notes.items()):
-        print(f"  {name:<56} {value:>12}")
+        print(f"  {name:<64} {value:>8}")
     print("\nSandbox options on this machine")
     for option, available in sandbox_rows():
         print(f"  {option:<56} {available}")
