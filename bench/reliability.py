@@ -7,7 +7,8 @@ Run from the repository root::
 
 It runs ``pytest tests/reliability`` at the chosen scale (``DSH_RELIABILITY_SCALE``),
 collects the figures the tests record, and prints them with a summary table. Extra
-arguments after ``--`` go to pytest (``-- -k soak``). The exit status is pytest's.
+arguments after ``--`` go to pytest (``-- -k soak``). The exit status is pytest's, or 1
+when pytest passed but a leak was counted.
 """
 
 from __future__ import annotations
@@ -137,9 +138,10 @@ def main() -> int:
     print("\nA trivial run on a fresh kernel, no pool (median of 5)")
     for label, seconds_taken in asyncio.run(startup_costs()):
         print(f"  {label:<56} {seconds_taken * 1000:>9.0f} ms")
-    verdict = "PASS" if status == 0 and counts.get("leaks found", 0) == 0 else "FAIL"
-    print(f"\n{verdict}: pytest exit status {status}, {counts.get('leaks found', 0)} leaks found")
-    return status
+    leaks = counts.get("leaks found", 0)
+    print(f"\n{'FAIL' if status or leaks else 'PASS'}: pytest exit status {status}, "
+          f"{leaks} leaks found")
+    return status or int(leaks > 0)
 
 
 if __name__ == "__main__":
