@@ -2,9 +2,9 @@
 
 Run from the repository root::
 
-    /work/venv/bin/python bench/kernel.py            # full run (~1-2 minutes)
-    /work/venv/bin/python bench/kernel.py --quick    # fewer samples
-    /work/venv/bin/python bench/kernel.py --gateway  # plus kernels on a local Kernel Gateway
+    python bench/kernel.py            # full run (~1-2 minutes)
+    python bench/kernel.py --quick    # fewer samples
+    python bench/kernel.py --gateway  # plus kernels on a local Kernel Gateway
 
 Every figure is a median over the samples (p90 where shown). The machine is
 shared and noisy: compare figures from the same run, not across runs.

@@ -18,6 +18,7 @@ import asyncio
 import json
 import os
 import platform
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -73,9 +74,7 @@ def sandbox_rows() -> list[tuple[str, str]]:
 
 async def startup_costs(samples: int = 5) -> list[tuple[str, float]]:
     """Median seconds of a trivial run on a fresh kernel (no pool) per launch and sandbox."""
-    import statistics
-
-    from dsh_jupyter.abort import AbortSignal
+    from bench.kernel import NEVER, timed_runs
     from dsh_jupyter.kernel import KernelRuntime, KernelRuntimeConfig
     from dsh_jupyter.kernel.sandbox import SandboxConfig, bubblewrap_problem
 
@@ -88,14 +87,8 @@ async def startup_costs(samples: int = 5) -> list[tuple[str, float]]:
     rows = []
     for label, options in configs:
         async with KernelRuntime(KernelRuntimeConfig(pool_size=0, **options)) as runtime:
-            await runtime.run("return 1", {}, AbortSignal.never())  # warm (fork server up)
-            times = []
-            for _ in range(samples):
-                started = time.perf_counter()
-                result = await runtime.run("return 1", {}, AbortSignal.never())
-                times.append(time.perf_counter() - started)
-                assert result.value == 1, result
-        rows.append((label, statistics.median(times)))
+            await runtime.run("return 1", {}, NEVER)  # warm (fork server up)
+            rows.append((label, statistics.median(await timed_runs(runtime, "return 1", samples))))
     return rows
 
 
