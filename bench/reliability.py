@@ -72,7 +72,10 @@ def sandbox_rows() -> list[tuple[str, str]]:
             ("private_pids (bubblewrap PID namespace)", bwrap)]
 
 
-async def startup_costs(samples: int = 5) -> list[tuple[str, float]]:
+STARTUP_SAMPLES = 5
+
+
+async def startup_costs(samples: int = STARTUP_SAMPLES) -> list[tuple[str, float]]:
     """Median seconds of a trivial run on a fresh kernel (no pool) per launch and sandbox."""
     from bench.kernel import NEVER, timed_runs
     from dsh_jupyter.kernel import KernelRuntime, KernelRuntimeConfig
@@ -128,7 +131,7 @@ def main() -> int:
     print("\nSandbox options on this machine")
     for option, available in sandbox_rows():
         print(f"  {option:<56} {available}")
-    print("\nA trivial run on a fresh kernel, no pool (median of 5)")
+    print(f"\nA trivial run on a fresh kernel, no pool (median of {STARTUP_SAMPLES})")
     for label, seconds_taken in asyncio.run(startup_costs()):
         print(f"  {label:<56} {seconds_taken * 1000:>9.0f} ms")
     leaks = counts.get("leaks found", 0)

@@ -58,7 +58,7 @@ async def test_open_files(harness: Harness, launcher: str) -> None:
     """RLIMIT_NOFILE: the program gets EMFILE, the kernel goes on answering."""
     program = """\
 import errno, os
-opened = []
+opened, failed = [], None
 try:
     while len(opened) < 1000:
         opened.append(os.open(os.devnull, os.O_RDONLY))
