@@ -64,7 +64,7 @@ def to_plain(doc: Doc) -> str:
 
 def _plain_doc(doc: Doc, pad: str) -> list[str]:
     label = status_label(doc)
-    head = f"[{label}] {clean(doc.title)}" if label else clean(doc.title)
+    head = f"[{clean(label)}] {clean(doc.title)}" if label else clean(doc.title)
     if doc.subtitle:
         head += f" — {clean(doc.subtitle)}"
     return [pad + head, *_plain_blocks(doc.blocks, pad + "  ")]
@@ -78,11 +78,11 @@ def _plain_blocks(blocks: Iterable[Block], pad: str) -> list[str]:
         elif isinstance(block, Text):
             out += [pad + line for line in clean(block.text).split("\n")]
         elif isinstance(block, Field):
-            out.append(f"{pad}{block.label}: {clean(block.value)}")
+            out.append(f"{pad}{clean(block.label)}: {clean(block.value)}")
         elif isinstance(block, Code):
             lines, numbers, omitted = _code_lines(block)
             if block.label:
-                out.append(f"{pad}{block.label}:")
+                out.append(f"{pad}{clean(block.label)}:")
             inner = pad + "  "
             if numbers is None:
                 out += [inner + line for line in lines]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import sys
 
 import pytest
@@ -11,10 +12,12 @@ from dsh_jupyter.widgets.highlight import can_highlight, highlight_lines
 from dsh_jupyter.widgets.render import to_html, to_markdown, to_plain
 from dsh_jupyter.widgets.text import (
     MAX_LINES,
+    clean,
     clip,
     escape_html,
     escape_markdown,
     fence,
+    shorten,
     summarize_arguments,
 )
 
@@ -136,3 +139,63 @@ def test_rendered_markdown_contains_no_markup_from_tools() -> None:
     html = render(to_markdown(every_block(PAYLOAD)))
     assert "<img" not in html and "&lt;img src=x onerror=alert(1)&gt;" in html
     assert 'href="javascript' not in html
+
+
+# Invisible characters that change what a terminal or a reader sees. The marks U+200E,
+# U+200F and U+061C are included: alone they can still reverse a run of digits.
+BIDI_CONTROLS = "\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069\u200e\u200f\u061c"
+C1_CONTROLS = frozenset(chr(code) for code in range(0x80, 0xA0))
+LINK_TARGET = re.compile(r'href="[^"]*"|\]\([^)]*\)')
+TAG = re.compile(r"<[^>]*>")
+
+
+def renderings(text: str) -> dict[str, str]:
+    """Every card format, and the summaries, with ``text`` in every tool string."""
+    doc = every_block(text)
+    link = Doc(title="t", kind="tool", blocks=(
+        Links(links=(Link(title=text, url=f"https://e.example/{text}", note=text),)),))
+    return {"plain": to_plain(doc) + to_plain(link),
+            "markdown": to_markdown(doc) + to_markdown(link),
+            "html": to_html(doc, timing=True) + to_html(link),
+            "shorten": shorten(text, 1000), "clip": clip(text)[0],
+            "arguments": summarize_arguments({"path": text}, 1000),
+            "highlighted": "\n".join(highlight_lines(text.split("\n"), "python"))}
+
+
+def test_c1_controls_and_8bit_csi_are_removed_everywhere() -> None:
+    lone = "".join(c for c in sorted(C1_CONTROLS) if c not in "\x9b\x9d")
+    text = (f"pay \x9b1;31mred\x9b0m \x9b?2004h\x9b38:5:196mnow{lone}"
+            f" \x9d0;spoofed title\x9c done\x9b")
+    for name, out in renderings(text).items():
+        assert not C1_CONTROLS & set(out), name
+        # The whole sequence goes, not just its introducer: no parameters left behind
+        # (a link's target keeps the text it was given, percent-encoded).
+        out = LINK_TARGET.sub("", out)
+        assert "1;31m" not in out and "2004h" not in out and "196m" not in out, name
+        assert "spoofed" not in out, name
+        assert "red" in out and "now" in out and "done" in out, name
+    assert clean(text) == "pay red now  done"
+
+
+@pytest.mark.parametrize("char", BIDI_CONTROLS, ids=lambda char: f"U+{ord(char):04X}")
+def test_bidi_controls_are_marked_visibly_everywhere(char: str) -> None:
+    marker = f"⟨U+{ord(char):04X}⟩"
+    for name, out in renderings(f"invoice{char}fdp.exe").items():
+        assert not set(BIDI_CONTROLS) & set(out), name
+        # Markdown backslash-escapes the "+" outside code fences; it renders as "+".
+        shown = out.replace(escape_markdown(marker), marker) if name == "markdown" else out
+        shown = TAG.sub("", shown)  # what a browser shows: Pygments may split the marker
+        assert f"invoice{marker}fdp" in shown, name
+    assert to_plain(every_block(char)).count(marker) >= 12
+
+
+def test_cleaning_keeps_tabs_newlines_and_right_to_left_text() -> None:
+    hebrew_and_arabic = "\u05e9\u05dc\u05d5\u05dd \u0639\u0631\u0628\u064a"
+    assert clean(f"a\tb\n{hebrew_and_arabic}") == f"a\tb\n{hebrew_and_arabic}"
+    assert clean("\u202e" * 2) == "⟨U+202E⟩⟨U+202E⟩" == clean(clean("\u202e" * 2))
+
+
+def test_rendered_markdown_shows_the_bidi_marker() -> None:
+    mistune = pytest.importorskip("mistune")
+    html = mistune.create_markdown(escape=False)(to_markdown(every_block("a\u202eb")))
+    assert "\u202e" not in html and html.count("a⟨U+202E⟩b") >= 10
