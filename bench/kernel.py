@@ -1,4 +1,5 @@
-"""Kernel runtime benchmark: start-up, run_code latency, binding round trips, throughput, memory.
+"""Kernel runtime benchmark: start-up, run_code latency, binding round trips, throughput, memory;
+confined (the default where Linux allows it) against unconfined (``sandbox=None``), side by side.
 
 Run from the repository root::
 
@@ -35,7 +36,8 @@ from dsh_jupyter.kernel.forkserver import ForkLauncher
 from dsh_jupyter.kernel.gateway_config import GatewayConfig
 from dsh_jupyter.kernel.launch import KernelLauncher, StockLauncher
 from dsh_jupyter.kernel.pool import KernelPool
-from dsh_jupyter.kernel.workspace import Workspace
+from dsh_jupyter.kernel.sandbox import SandboxConfig, confinement_problem
+from dsh_jupyter.kernel.workspace import Workspace, create_runtime_directory, remove_tree
 
 NEVER = AbortSignal.never()
 GATEWAY_TESTS = Path(__file__).resolve().parents[1] / "tests" / "gateway"
@@ -67,25 +69,58 @@ def python_floor(samples: int) -> float:
     return statistics.median(times)
 
 
-async def ready_times(launcher: KernelLauncher, config: KernelRuntimeConfig,
-                      context: zmq.asyncio.Context, samples: int) -> list[float]:
+def modes() -> dict[str, SandboxConfig | None]:
+    """The sandbox settings to compare: unconfined always, confined where it works here."""
+    found: dict[str, SandboxConfig | None] = {"unconfined": None}
+    if confinement_problem() is None:
+        found["confined"] = SandboxConfig()
+    return found
+
+
+async def ready_time(launcher: KernelLauncher, config: KernelRuntimeConfig,
+                     context: zmq.asyncio.Context, directory: Path) -> float:
     """Start -> kernel_info answered with iopub subscribed (the kernel can take a cell)."""
-    times = []
-    for _ in range(samples):
-        workspace = Workspace.create()
-        try:
-            started = time.perf_counter()
-            process = await launcher.start(workspace, workspace.environment(config))
-            connection = KernelConnection(context, process.connection_info,
-                                          max_message_bytes=1 << 24)
-            await connection.wait_ready(30)
-            times.append(time.perf_counter() - started)
-            connection.close()
-            await process.kill()
-            await process.wait_gone()
-        finally:
-            workspace.remove()
-        await asyncio.sleep(0.05)
+    workspace = Workspace.create(directory)
+    try:
+        started = time.perf_counter()
+        process = await launcher.start(workspace, workspace.environment(config))
+        connection = KernelConnection(context, process.connection_info,
+                                      max_message_bytes=1 << 24)
+        await connection.wait_ready(30)
+        elapsed = time.perf_counter() - started
+        connection.close()
+        await process.kill()
+        await process.wait_gone()
+    finally:
+        workspace.remove()
+    await asyncio.sleep(0.05)
+    return elapsed
+
+
+async def cold_ready(samples: int) -> dict[str, list[float]]:
+    """Each launcher confined and unconfined, sampled in alternation so that load on the
+    machine falls on all of them alike."""
+    config = KernelRuntimeConfig()
+    context = zmq.asyncio.Context()
+    directory = create_runtime_directory()
+    launchers: dict[str, KernelLauncher] = {}
+    for mode, sandbox in modes().items():
+        launchers[f"stock, {mode}"] = StockLauncher(config, context, sandbox)
+        fork = ForkLauncher(config, directory, sandbox)
+        await fork.server()
+        launchers[f"fork server, {mode}"] = fork
+    times: dict[str, list[float]] = {name: [] for name in launchers}
+    try:
+        for sample in range(samples):
+            for name, launcher in launchers.items():
+                if name.startswith("stock") and sample % 3:
+                    continue  # stock launches are slow: a third of the samples
+                times[name].append(await ready_time(launcher, config, context, directory))
+    finally:
+        for launcher in launchers.values():
+            await launcher.close()
+        context.destroy(linger=0)
+        remove_tree(directory)
     return times
 
 
@@ -136,8 +171,8 @@ async def carrier_figures(carrier: str) -> dict[str, list[float]]:
     return figures
 
 
-async def throughput(runs: int, concurrency: int) -> float:
-    config = KernelRuntimeConfig(pool_size=concurrency)
+async def throughput(runs: int, concurrency: int, sandbox: SandboxConfig | None) -> float:
+    config = KernelRuntimeConfig(pool_size=concurrency, sandbox=sandbox)
     async with KernelRuntime(config) as runtime:
         assert runtime._pool is not None
         await runtime._pool.wait_filled()
@@ -155,15 +190,18 @@ async def throughput(runs: int, concurrency: int) -> float:
         return runs / (time.perf_counter() - started)
 
 
-async def pooled_uss() -> tuple[float, float]:
-    async with KernelRuntime(KernelRuntimeConfig(pool_size=1)) as runtime:
+async def pooled_uss(sandbox: SandboxConfig | None) -> tuple[float, float]:
+    """USS of one idle pooled kernel's whole tree (confined: the waiter outside, the
+    namespace's init and the kernel), and of the fork server."""
+    async with KernelRuntime(KernelRuntimeConfig(pool_size=1, sandbox=sandbox)) as runtime:
         assert runtime._pool is not None
         await runtime._pool.wait_filled()
         await asyncio.sleep(0.5)
         pid = runtime._pool._ready[0].process.root_pid
         assert pid is not None
-        uss = psutil.Process(pid).memory_full_info().uss
-        server = psutil.Process(pid).parent()
+        root = psutil.Process(pid)
+        uss = sum(p.memory_full_info().uss for p in [root, *root.children(recursive=True)])
+        server = root.parent()
         server_uss = server.memory_full_info().uss if server is not None else 0
     return uss / 2**20, server_uss / 2**20
 
@@ -176,9 +214,10 @@ async def gateway_ready_times(gateway: GatewayConfig, samples: int) -> tuple[lis
     config = KernelRuntimeConfig(gateway=gateway)
     launcher = GatewayLauncher(config)
     ready, deleted = [], []
+    directory = create_runtime_directory()
     try:
         for _ in range(samples):
-            workspace = Workspace.create()
+            workspace = Workspace.create(directory)
             try:
                 started = time.perf_counter()
                 kernel = await launcher.start(workspace, {})
@@ -192,6 +231,7 @@ async def gateway_ready_times(gateway: GatewayConfig, samples: int) -> tuple[lis
                 workspace.remove()
     finally:
         await launcher.close()
+        remove_tree(directory)
     return ready, deleted
 
 
@@ -257,39 +297,42 @@ async def main(quick: bool, gateway: bool = False) -> None:
     print("Floor")
     row("python -c pass", ms(python_floor(n)))
 
-    print("Cold fresh kernel: start -> ready (kernel_info + iopub)")
-    config = KernelRuntimeConfig()
-    context = zmq.asyncio.Context()
-    stock = await ready_times(StockLauncher(config, context), config, context, max(3, n // 3))
-    fork = ForkLauncher(config)
-    await fork.server()
-    forked = await ready_times(fork, config, context, n)
-    await fork.close()
-    context.destroy(linger=0)
-    row("stock jupyter-client launch", ms(statistics.median(stock)))
-    row("fork server", ms(statistics.median(forked)), f"p90 {ms(p(forked, 0.9)).strip()}")
+    problem = confinement_problem()
+    print("Cold fresh kernel: start -> ready (kernel_info + iopub)"
+          + (f"  [confinement unavailable: {problem}]" if problem else ""))
+    ready = await cold_ready(n * 2)
+    for name, times in ready.items():
+        row(name, ms(statistics.median(times)), f"p90 {ms(p(times, 0.9)).strip()}")
+    for launcher in ("fork server", "stock"):
+        if f"{launcher}, confined" in ready:
+            ratio = (statistics.median(ready[f"{launcher}, confined"])
+                     / statistics.median(ready[f"{launcher}, unconfined"]))
+            row(f"{launcher}: confined / unconfined", f"{ratio:8.2f} x",
+                "(goal for the fork server: <= 1.5 x)" if launcher == "fork server" else "")
 
     print("run_code end to end: trivial program, one tool call")
     program = "return await tools.echo({'x': 1})"
-    async with KernelRuntime(KernelRuntimeConfig(pool_size=0)) as runtime:
-        await runtime.run("return 1", {}, NEVER)  # starts the fork server
-        cold = await timed_runs(runtime, program, n)
-    row("fresh kernel, no pool (fork server)", ms(statistics.median(cold)),
-        f"p90 {ms(p(cold, 0.9)).strip()}")
-    for carrier in ("comm", "socket"):
-        config = KernelRuntimeConfig(pool_size=1, carrier=carrier)
-        async with KernelRuntime(config) as runtime:
-            pool = runtime._pool
-            assert pool is not None
+    for mode, sandbox in modes().items():
+        async with KernelRuntime(KernelRuntimeConfig(pool_size=0, sandbox=sandbox)) as runtime:
+            await runtime.run("return 1", {}, NEVER)  # starts the fork server
+            cold = await timed_runs(runtime, program, n)
+        row(f"fresh kernel, no pool, {mode}", ms(statistics.median(cold)),
+            f"p90 {ms(p(cold, 0.9)).strip()}")
+    for mode, sandbox in modes().items():
+        for carrier in ("comm", "socket"):
+            config = KernelRuntimeConfig(pool_size=1, carrier=carrier, sandbox=sandbox)
+            async with KernelRuntime(config) as runtime:
+                pool = runtime._pool
+                assert pool is not None
 
-            async def settle(pool: KernelPool = pool) -> None:
-                while pool.ready_count < 1:  # noqa: ASYNC110  # refills start as runs end
-                    await asyncio.sleep(0.01)
-                await asyncio.sleep(0.1)
+                async def settle(pool: KernelPool = pool) -> None:
+                    while pool.ready_count < 1:  # noqa: ASYNC110  # refills start as runs end
+                        await asyncio.sleep(0.01)
+                    await asyncio.sleep(0.1)
 
-            warm = await timed_runs(runtime, program, n * 2, settle)
-        row(f"warm pool ({carrier})", ms(statistics.median(warm)),
-            f"p90 {ms(p(warm, 0.9)).strip()}")
+                warm = await timed_runs(runtime, program, n * 2, settle)
+            row(f"warm pool ({carrier}), {mode}", ms(statistics.median(warm)),
+                f"p90 {ms(p(warm, 0.9)).strip()}")
 
     print("Binding round trip (measured inside the program)")
     for carrier in ("comm", "socket"):
@@ -303,12 +346,14 @@ async def main(quick: bool, gateway: bool = False) -> None:
         row(f"{carrier}: 100 sequential calls in one program", ms(statistics.median(hundreds)))
 
     print("Throughput and memory")
-    for concurrency in (2, 4):
-        rate = await throughput(n * 4, concurrency)
-        row(f"sustained fresh-kernel runs/s (pool {concurrency}, {concurrency} at once)",
-            f"{rate:8.1f} /s")
-    uss, server_uss = await pooled_uss()
-    row("USS of one idle pooled kernel", f"{uss:8.1f} MiB", f"(fork server: {server_uss:.1f} MiB)")
+    for mode, sandbox in modes().items():
+        for concurrency in (2, 4):
+            rate = await throughput(n * 4, concurrency, sandbox)
+            row(f"runs/s, pool {concurrency}, {concurrency} at once, {mode}", f"{rate:8.1f} /s")
+    for mode, sandbox in modes().items():
+        uss, server_uss = await pooled_uss(sandbox)
+        row(f"USS of one idle pooled kernel, {mode}", f"{uss:8.1f} MiB",
+            f"(fork server: {server_uss:.1f} MiB)")
 
     if gateway:
         await gateway_figures(n)

@@ -1,30 +1,35 @@
 """The fork server: preloads IPython and ipykernel once, then forks one kernel per request.
 
-Run by the host as ``python -I _forkserver.py CONTROL_FD PROCTREE_PY INKERNEL_PY``
-(standard library plus what it preloads). At fork time it has no threads, no
-zmq context and no event loop; each child becomes a kernel in its own session,
-a child subreaper (orphans stay in its tree), dies with the server
-(``PR_SET_PDEATHSIG``), gets its own environment, working directory and
-resource limits, reseeds ``random``, and runs ``IPKernelApp`` on the connection
-file the host wrote. The debugger (debugpy) is left out: throwaway kernels are
-never debugged, and it would double the modules to load.
+Run by the host as ``python -I _forkserver.py CONTROL_FD PROCTREE_PY INKERNEL_PY
+CONFINE_PY RUNTIME_DIR`` (standard library plus what it preloads). At fork time it
+has no threads, no zmq context and no event loop; each child becomes a kernel in
+its own session, a child subreaper (orphans stay in its tree), dies with the
+server (``PR_SET_PDEATHSIG``), is confined when the request carries a plan (see
+``_confine.py``: the child then waits outside while the kernel runs as PID 2 of
+its own namespaces), gets its own environment, working directory and resource
+limits, reseeds ``random``, and runs ``IPKernelApp``. The connection info
+(with the key) arrives in the request and reaches the kernel through a memfd:
+it is never written to disk. The debugger (debugpy) is left out: throwaway
+kernels are never debugged, and it would double the modules to load.
 
 The server is itself a subreaper and the parent of every kernel, so it is the
 one that signals, kills and reaps them: a PID it answers for is never reused
 behind the host's back. Control messages are JSON lines on a unix socket::
 
-    host -> server  {"op": "spawn", "id", "connection_file", "cwd", "env", "limits", "argv"}
+    host -> server  {"op": "spawn", "id", "connection", "cwd", "env", "limits", "argv",
+                     "confine"}
                     {"op": "signal", "id", "pid", "signum"}
                     {"op": "kill", "id", "pid"}
     server -> host  {"event": "ready", "pid"}
                     {"id", "pid"} | {"id", "ok": bool} | {"id", "error"}
                     {"event": "exit", "pid", "status"}   (status: exit code, or 128 + signal)
 
-A kill is immediate (SIGKILL to the kernel's process group); when the kernel is
+A signal goes to the kernel's process group (as jupyter-client interrupts). A
+kill is immediate (SIGKILL to the kernel's process group); when the kernel is
 reaped, every other child of the server (processes that escaped the group with
 ``setsid`` and were re-parented here) is frozen and killed with its tree. EOF
-on the control socket means the host is gone: the server kills every kernel and
-exits.
+on the control socket means the host is gone: the server kills every kernel,
+removes the runtime's directory and exits.
 """
 
 from __future__ import annotations
@@ -42,6 +47,7 @@ import types
 from typing import Any
 
 PR_SET_PDEATHSIG = 1
+PR_SET_DUMPABLE = 4
 PR_SET_CHILD_SUBREAPER = 36
 INKERNEL_MODULE = "_dsh_jupyter_inkernel"
 INKERNEL_FILENAME = "<dsh_jupyter.inkernel>"
@@ -84,11 +90,13 @@ def _preload(inkernel_path: str) -> None:
 
 
 class Server:
-    def __init__(self, control: socket.socket, proctree: Any) -> None:
+    def __init__(self, control: socket.socket, proctree: Any, confine: Any,
+                 runtime_dir: str) -> None:
         self.control = control
         self.proctree = proctree
+        self.confine = confine
+        self.runtime_dir = runtime_dir
         self.kernels: set[int] = set()
-        self.workspaces: dict[int, str] = {}
         self.wake_read, wake_write = os.pipe()
         os.set_blocking(self.wake_read, False)
         os.set_blocking(wake_write, False)
@@ -129,7 +137,7 @@ class Server:
                 self.send({"id": request_id, "pid": self.spawn(request)})
             elif op == "signal":
                 if request["pid"] in self.kernels:
-                    os.kill(request["pid"], request["signum"])
+                    os.killpg(request["pid"], request["signum"])
                 self.send({"id": request_id, "ok": True})
             elif op == "kill":
                 self.send({"id": request_id, "ok": self.kill(request["pid"])})
@@ -146,7 +154,6 @@ class Server:
             finally:
                 os._exit(1)
         self.kernels.add(pid)
-        self.workspaces[pid] = os.path.dirname(request["cwd"])
         return pid
 
     def become_kernel(self, request: dict[str, Any]) -> None:
@@ -163,6 +170,10 @@ class Server:
         for fd in (0, 1, 2):
             os.dup2(null, fd)
         os.close(null)
+        if request.get("confine"):
+            self.confine.enter(request["confine"])  # returns in the confined kernel only
+        else:
+            _prctl(PR_SET_DUMPABLE, 0)  # other programs of this user cannot read its memory
         os.chdir(request["cwd"])
         os.environ.clear()
         os.environ.update(request["env"])
@@ -180,11 +191,18 @@ class Server:
         tempfile.tempdir = None
         # Preloaded objects stay frozen (gc.freeze in main): unfreezing would make the next
         # full collection walk all of them, and it measurably slows the kernel's start.
-        argv = ["-f", request["connection_file"], *request.get("argv", ())]
+        # The key lives in this process only: a memfd read through /proc/self/fd, closed
+        # once the app has loaded it (ipykernel leaves an existing, unchanged file alone).
+        connection = os.memfd_create("kernel.json")
+        os.write(connection, json.dumps(request["connection"]).encode())
+        argv = ["-f", f"/proc/self/fd/{connection}", *request.get("argv", ())]
         sys.argv = ["ipykernel_launcher", *argv]
         from ipykernel.kernelapp import IPKernelApp
 
-        IPKernelApp.launch_instance(argv=argv)
+        app = IPKernelApp.instance()
+        app.initialize(argv)  # type: ignore[no-untyped-call]
+        os.close(connection)
+        app.start()  # type: ignore[no-untyped-call]
         os._exit(0)
 
     def kill(self, pid: int) -> bool:
@@ -210,7 +228,6 @@ class Server:
             reaped = True
             if pid in self.kernels:
                 self.kernels.discard(pid)
-                self.workspaces.pop(pid, None)  # the host removes it
                 self.send({"event": "exit", "pid": pid, "status": _status(raw)})
         if reaped:
             self.kill_orphans()
@@ -224,7 +241,7 @@ class Server:
 
     def shutdown(self) -> None:
         """The host is gone (or done): kill everything; a host that died without cleaning
-        up also left the workspaces of the kernels still running here, so remove those."""
+        up also left its runtime directory behind, so remove that."""
         for pid in list(self.kernels):
             self.proctree.kill_tree(pid)
         with contextlib.suppress(ChildProcessError):
@@ -235,9 +252,8 @@ class Server:
                 os.waitpid(-1, 0)
         import shutil
 
-        for root in self.workspaces.values():
-            if os.path.basename(root).startswith("dsh-kernel-"):
-                shutil.rmtree(root, ignore_errors=True)
+        if os.path.basename(self.runtime_dir).startswith("dsh-runtime-"):
+            shutil.rmtree(self.runtime_dir, ignore_errors=True)
 
 
 def _status(raw: int) -> int:
@@ -247,11 +263,12 @@ def _status(raw: int) -> int:
 def main(argv: list[str]) -> None:
     control = socket.socket(fileno=int(argv[0]))
     proctree = _load("_dsh_jupyter_proctree", argv[1])
+    confine = _load("_dsh_jupyter_confine", argv[3])
     _preload(argv[2])
     _prctl(PR_SET_CHILD_SUBREAPER, 1)
     gc.collect()
     gc.freeze()  # keep preloaded objects out of collections: fewer pages copied per kernel
-    Server(control, proctree).serve()
+    Server(control, proctree, confine, argv[4]).serve()
 
 
 if __name__ == "__main__":

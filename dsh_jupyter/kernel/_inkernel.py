@@ -50,6 +50,7 @@ SOURCE_FILENAME = "<dsh_jupyter.inkernel>"
 PROGRAM_FILENAME = "<program>"
 MIN_IPYKERNEL = (7, 4)
 OUTPUT_CHUNK = 64 * 1024
+MAX_DEPTH = 500
 
 JsonValue = Any  # the kernel side checks values at run time (see json_problem)
 
@@ -127,13 +128,12 @@ class Bridge:
     def on_msg(self, msg: Mapping[str, Any]) -> None:
         """The comm's ``on_msg`` handler."""
         content = msg.get("content") if isinstance(msg, Mapping) else None
-        data = content.get("data") if isinstance(content, Mapping) else None
-        if isinstance(data, Mapping) and data.get("kind") == "carrier":
-            path, token = data.get("path"), data.get("token")
-            if isinstance(path, str) and isinstance(token, str) and self._carrier is None:
-                self._carrier = asyncio.ensure_future(self._connect(path, token))
-            return
-        self.receive(data)
+        self.receive(content.get("data") if isinstance(content, Mapping) else None)
+
+    def use_carrier(self, path: str, token: str) -> None:
+        """Connect to the host's socket (named by the setup cell, and only there)."""
+        if self._carrier is None:
+            self._carrier = asyncio.ensure_future(self._connect(path, token))
 
     def receive(self, data: object) -> None:
         """A message from the host: anything that is not a reply we wait for is ignored."""
@@ -260,7 +260,9 @@ class Tools:
 
 
 def json_problem(value: object) -> str | None:
-    """Why ``value`` is not lossless JSON (naming the type and path), or ``None``."""
+    """Why ``value`` is not lossless JSON (naming the type and path), or ``None``. Values
+    nested deeper than :data:`MAX_DEPTH` are refused too: JSON codecs recurse, and the
+    host's would fail on them."""
     # Paths are linked (parent, key) pairs, rendered only for the problem found.
     stack: list[tuple[object, _Path]] = [(value, None)]
     active: set[int] = set()
@@ -270,6 +272,9 @@ def json_problem(value: object) -> str | None:
         if item is _EXIT:
             active.discard(exits.pop())
             continue
+        if len(exits) >= MAX_DEPTH and (type(item) is dict or type(item) is list):
+            return (f"it is nested more than {MAX_DEPTH} levels deep ({_where(path)}): "
+                    "flatten it")
         cls = type(item)
         if item is None or cls is bool or cls is int or cls is str:
             continue
@@ -438,14 +443,18 @@ class Runtime:
             })
             return
         problem = json_problem(value)
+        if problem is None:
+            try:
+                size = len(json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode(
+                    "utf-8", "surrogatepass"))
+            except (ValueError, RecursionError, MemoryError) as error:
+                problem = f"it cannot be encoded ({type(error).__name__}: {error})"
         if problem is not None:
             self._finish({
                 "kind": "done", "ok": False, "error": "invalid-output",
                 "message": f"the program's return value is not lossless JSON: {problem}",
             })
             return
-        size = len(json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode(
-            "utf-8", "surrogatepass"))
         if size > max_output_bytes:
             self._finish({
                 "kind": "done", "ok": False, "error": "output-limit",
@@ -506,8 +515,9 @@ def unlimit_iopub() -> None:
     thread.schedule(lambda: setsockopt(zmq.SNDHWM, 0))
 
 
-def start() -> Runtime:
-    """Open the comm to the host (its ``comm_open`` tells the host which comm to trust)."""
+def start(carrier: tuple[str, str] | None = None) -> Runtime:
+    """Open the comm to the host (its ``comm_open`` tells the host which comm to trust)
+    and, when the setup cell names one, connect to the host's socket carrier."""
     check_ipykernel()
     from comm import create_comm
 
@@ -517,4 +527,6 @@ def start() -> Runtime:
     comm = create_comm(target_name=TARGET_NAME, data={"kind": "hello", "protocol": 1})
     runtime = Runtime(lambda data: comm.send(data))
     comm.on_msg(runtime.bridge.on_msg)
+    if carrier is not None:
+        runtime.bridge.use_carrier(*carrier)
     return runtime

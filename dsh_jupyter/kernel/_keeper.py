@@ -1,9 +1,8 @@
 """The keeper: a tiny parent for a stock-launched local kernel (standard library only).
 
 Run as ``python -I -S -c <this source> [--as BYTES] [--nofile N] [--cpu SECONDS]
-[--ignore-sigint] -- KERNEL_ARGV...`` (``--ignore-sigint``: the kernel command
-starts with SIGINT ignored, for a wrapper such as bubblewrap that a process-group
-interrupt would kill; ipykernel installs its own handler while it executes).
+[--confine CONFINE_PY PLAN_JSON] -- KERNEL_ARGV...`` (``--confine``: the kernel
+runs in its own namespaces, see ``_confine.py``; the keeper stays outside).
 It makes itself a child *subreaper* (``PR_SET_CHILD_SUBREAPER``), so every
 orphan the kernel leaves behind (``start_new_session`` children, double forks)
 re-parents to it rather than to init; it starts the kernel with the resource
@@ -16,9 +15,11 @@ walks the keeper's tree to account CPU and to kill everything at once.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import signal
 import sys
+import types
 
 PR_SET_CHILD_SUBREAPER = 36
 
@@ -63,14 +64,24 @@ def _kill_remaining() -> None:
             continue
 
 
+def _load_confine(path: str) -> types.ModuleType:
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("_dsh_jupyter_confine", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
 def main(argv: list[str]) -> int:
     limits: list[tuple[int, int, int]] = []
     import resource
 
-    child_sigint = signal.SIG_DFL
+    confine: tuple[str, dict[str, object]] | None = None
     while argv and argv[0] != "--":
-        if argv[0] == "--ignore-sigint":
-            child_sigint, argv = signal.SIG_IGN, argv[1:]
+        if argv[0] == "--confine":
+            confine, argv = (argv[1], json.loads(argv[2])), argv[3:]
             continue
         option, value = argv[0], int(argv[1])
         argv = argv[2:]
@@ -86,7 +97,9 @@ def main(argv: list[str]) -> int:
     kernel = os.fork()
     if kernel == 0:
         try:
-            signal.signal(signal.SIGINT, child_sigint)
+            signal.signal(signal.SIGINT, signal.SIG_DFL)
+            if confine is not None:
+                _load_confine(confine[0]).enter(confine[1])  # returns in the confined kernel
             for which, soft, hard in limits:
                 resource.setrlimit(which, (soft, hard))
             os.execvp(command[0], command)

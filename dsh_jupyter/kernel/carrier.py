@@ -1,13 +1,17 @@
 """The opt-in local carrier: tool calls over a private unix socket instead of comms.
 
-Negotiated over the comm while a local kernel is prepared: the host listens on
+Set up while a local kernel is prepared, and only then: the host listens on
 ``tools.sock`` inside the kernel's workspace (a 0700 directory; the socket is
-0600), sends ``{"kind": "carrier", "path", "token"}`` on the comm, and accepts
-the first connection whose first line is the per-kernel token; the listener is
-closed right after. Lines are JSON objects with the same shapes as the comm
-messages (``call`` from the kernel, ``result`` from the host). The program's
-``done`` still travels over the comm, so it arrives on iopub after the output.
-If the kernel cannot connect in time, calls stay on the comm.
+0600) *before* it sends the setup cell, and the setup cell itself (signed, on
+the shell channel, which nobody but the host can write to) carries the path and
+a per-kernel token. The kernel connects and sends the token as its first line;
+the host accepts the first connection presenting it and closes the listener.
+No carrier can be offered to a kernel any other way or at any other time, so a
+program cannot redirect another run's calls. Lines are JSON objects with the
+same shapes as the comm messages (``call`` from the kernel, ``result`` from the
+host). The program's ``done`` still travels over the comm, so it arrives on
+iopub after the output. If the kernel cannot connect in time, calls stay on the
+comm.
 """
 
 from __future__ import annotations
@@ -18,7 +22,6 @@ import hmac
 import json
 import os
 import secrets
-from collections.abc import Callable
 from typing import Any
 
 from .workspace import Workspace
@@ -30,22 +33,27 @@ class MessageTooLarge(Exception):
     """The kernel sent a line longer than the message size cap."""
 
 
-class SocketCarrier:
-    """The host end of an accepted, authenticated carrier connection."""
+class CarrierListener:
+    """The listening end, open for one kernel's setup. ``path`` and ``token`` go into the
+    setup cell; :meth:`accept` waits for the kernel and closes the listener."""
 
-    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        self._reader = reader
-        self._writer = writer
+    def __init__(self, server: asyncio.Server, path: str, token: str,
+                 accepted: asyncio.Future[SocketCarrier], seconds: float) -> None:
+        self._server = server
+        self.path = path
+        self.token = token
+        self._accepted = accepted
+        self._seconds = seconds
+        self._handed_out = False
 
     @classmethod
-    async def offer(cls, workspace: Workspace, send_offer: Callable[[dict[str, Any]], None], *,
-                    max_message_bytes: int, seconds: float) -> SocketCarrier | None:
-        """Listen, offer the socket over the comm, and wait for the kernel to connect.
-        ``None`` when the path is too long or the kernel did not connect in time."""
+    async def open(cls, workspace: Workspace, *, max_message_bytes: int,
+                   seconds: float) -> CarrierListener | None:
+        """Listen in ``workspace``; ``None`` when its path is too long for a unix socket."""
         path = workspace.root / "tools.sock"
         if len(os.fsencode(path)) > MAX_SOCKET_PATH:
             return None
-        token = secrets.token_hex(16).encode()
+        token = secrets.token_hex(32)
         accepted: asyncio.Future[SocketCarrier] = asyncio.get_running_loop().create_future()
 
         async def on_connect(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
@@ -53,23 +61,44 @@ class SocketCarrier:
                 line = await asyncio.wait_for(reader.readline(), seconds)
             except (TimeoutError, ValueError, OSError):
                 line = b""
-            if accepted.done() or not hmac.compare_digest(line.rstrip(b"\n"), token):
+            if accepted.done() or not hmac.compare_digest(line.rstrip(b"\n"), token.encode()):
                 writer.close()
                 return
-            accepted.set_result(cls(reader, writer))
+            accepted.set_result(SocketCarrier(reader, writer))
 
         server = await asyncio.start_unix_server(on_connect, path=str(path),
                                                  limit=max_message_bytes)
+        os.chmod(path, 0o600)
+        return cls(server, str(path), token, accepted, seconds)
+
+    async def accept(self) -> SocketCarrier | None:
+        """The kernel's authenticated connection, or ``None`` if none came in time. Closes
+        the listener and removes the socket file either way."""
         try:
-            os.chmod(path, 0o600)
-            send_offer({"kind": "carrier", "path": str(path), "token": token.decode()})
-            return await asyncio.wait_for(asyncio.shield(accepted), seconds)
+            carrier = await asyncio.wait_for(asyncio.shield(self._accepted), self._seconds)
+            self._handed_out = True
+            return carrier
         except TimeoutError:
             return None
         finally:
-            server.close()
-            with contextlib.suppress(OSError):
-                path.unlink()
+            self.close()
+
+    def close(self) -> None:
+        self._server.close()
+        with contextlib.suppress(OSError):
+            os.unlink(self.path)
+        if not self._accepted.done():
+            self._accepted.cancel()
+        elif not self._accepted.cancelled() and not self._handed_out:
+            self._accepted.result().close()
+
+
+class SocketCarrier:
+    """The host end of an accepted, authenticated carrier connection."""
+
+    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self._reader = reader
+        self._writer = writer
 
     def send(self, data: dict[str, Any]) -> None:
         if not self._writer.is_closing():

@@ -9,7 +9,7 @@ from types import MappingProxyType
 from typing import Literal
 
 from .gateway_config import GatewayConfig, check_remote_options
-from .sandbox import SandboxConfig
+from .sandbox import SandboxConfig, SandboxSetting, resolve_sandbox
 
 MiB = 1024 * 1024
 MIN_MEMORY_BYTES = 768 * MiB
@@ -37,9 +37,17 @@ class KernelRuntimeConfig:
       ``output-limit`` and keeps the log entries that fit.
     - ``memory_bytes`` / ``open_files``: optional RLIMIT_AS / RLIMIT_NOFILE of
       local kernels (a program over the memory cap gets ``MemoryError``).
-    - ``sandbox``: a :class:`~.sandbox.SandboxConfig` (CPU limit, no network,
-      read-only file system, private PIDs) for local kernels; its namespaces
-      need the stock launch, which ``launcher="auto"`` then picks.
+
+    Confinement (``sandbox``, see :mod:`~.sandbox` and ``docs/security.md``):
+
+    - ``"auto"`` (default): every local kernel, forked or not, runs in its own
+      namespaces (its own files, processes and loopback; no privileges) where
+      Linux allows it, else unconfined with one warning per runtime.
+    - ``"required"``: the same, but entering the runtime fails where kernels
+      cannot be confined.
+    - a :class:`~.sandbox.SandboxConfig`: confined, with network, extra
+      read-only paths or a CPU limit; ``None``: unconfined, no warning.
+      Remote (gateway) kernels are confined by the gateway, never here.
 
     Launch:
 
@@ -82,7 +90,7 @@ class KernelRuntimeConfig:
     env_allow: tuple[str, ...] = DEFAULT_ENV_ALLOW
     extra_env: Mapping[str, str] = field(default_factory=dict)
     gateway: GatewayConfig | None = None
-    sandbox: SandboxConfig | None = None
+    sandbox: SandboxConfig | SandboxSetting | None = "auto"
 
     def __post_init__(self) -> None:
         for name in ("compute_seconds", "wall_seconds", "startup_seconds"):
@@ -125,28 +133,27 @@ class KernelRuntimeConfig:
         object.__setattr__(self, "extra_env", MappingProxyType(extra))
         if self.gateway is not None:
             check_remote_options(self)
-        if self.sandbox is not None:
-            _check_sandbox(self)
+        _check_sandbox(self)
 
     @property
     def uses_fork(self) -> bool:
         """Whether kernels come from the fork server."""
         return self.gateway is None and (self.launcher == "fork" or (
             self.launcher == "auto" and self.kernel_name is None and self.provisioner is None
-            and (self.sandbox is None or not self.sandbox.uses_namespaces)
         ))
+
+    @property
+    def confinement(self) -> SandboxConfig | None:
+        """The sandbox local kernels get (``None``: unconfined), once resolved."""
+        return self.sandbox if isinstance(self.sandbox, SandboxConfig) else None
 
 
 def _check_sandbox(config: KernelRuntimeConfig) -> None:
-    if not isinstance(config.sandbox, SandboxConfig):
-        raise ValueError("sandbox must be a SandboxConfig or None")
-    if config.gateway is not None:
+    if config.gateway is not None and config.sandbox not in ("auto", None):
         raise ValueError("sandbox does not apply with gateway=...: confine remote kernels on "
                          "the gateway side")
-    if config.launcher == "fork" and config.sandbox.uses_namespaces:
-        raise ValueError("the fork server cannot put each kernel in its own namespaces: use "
-                         "launcher='auto' or 'stock' with network=False, read_only_root, "
-                         "private_pids or hide")
+    resolved = None if config.gateway is not None else resolve_sandbox(config.sandbox)
+    object.__setattr__(config, "sandbox", resolved)
 
 
 def _require_positive(name: str, value: object) -> None:

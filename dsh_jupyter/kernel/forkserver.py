@@ -2,10 +2,12 @@
 
 :class:`ForkLauncher` implements the same :class:`~.launch.KernelLauncher` seam
 as the stock launch, for the host's own Python with ipykernel. It starts the
-server lazily (and again if it died), writes each kernel's connection file
+server lazily (and again if it died), makes each kernel's connection info
 itself (IPC transport in the kernel's private workspace: no TCP ports to race
-for) and asks the server to fork. Signals and kills go through the server,
-which is every kernel's parent, so PIDs are never reused behind our back.
+for, and nothing on disk: the info travels in the request) and asks the server
+to fork, with a confinement plan when the runtime confines kernels. Signals and
+kills go through the server, which is every kernel's parent, so PIDs are never
+reused behind our back.
 """
 
 from __future__ import annotations
@@ -22,10 +24,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from jupyter_client.connect import write_connection_file
-
 from .config import KernelRuntimeConfig
 from .launch import check_host_ipykernel, describe_status
+from .sandbox import CONFINE_SCRIPT, SandboxConfig, confinement_plan
 from .workspace import Workspace, scrubbed_environment
 
 _HERE = Path(__file__).parent
@@ -51,12 +52,14 @@ class ForkServer:
         self._listener: asyncio.Task[None] | None = None
 
     @classmethod
-    async def start(cls, env: dict[str, str], startup_seconds: float) -> ForkServer:
+    async def start(cls, env: dict[str, str], startup_seconds: float,
+                    runtime_dir: Path) -> ForkServer:
         host_end, server_end = socket.socketpair()
         try:
             process = subprocess.Popen(  # noqa: ASYNC220  # fork+exec, returns at once
                 [sys.executable, "-I", str(SERVER_SCRIPT), str(server_end.fileno()),
-                 str(_HERE / "proctree.py"), str(_HERE / "_inkernel.py")],
+                 str(_HERE / "proctree.py"), str(_HERE / "_inkernel.py"), str(CONFINE_SCRIPT),
+                 str(runtime_dir)],
                 pass_fds=[server_end.fileno()], env=env, cwd="/",
                 stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                 start_new_session=True,
@@ -218,9 +221,12 @@ class ForkLauncher:
 
     preloads_runtime = True
 
-    def __init__(self, config: KernelRuntimeConfig) -> None:
+    def __init__(self, config: KernelRuntimeConfig, runtime_dir: Path,
+                 confinement: SandboxConfig | None) -> None:
         check_host_ipykernel()
         self._config = config
+        self._runtime_dir = runtime_dir
+        self._confinement = confinement
         self._server: ForkServer | None = None
         self._lock = asyncio.Lock()
         self._limits: dict[str, int] = {}
@@ -228,8 +234,9 @@ class ForkLauncher:
             self._limits["as"] = config.memory_bytes
         if config.open_files is not None:
             self._limits["nofile"] = config.open_files
-        if config.sandbox is not None and config.sandbox.cpu_seconds is not None:
-            self._limits["cpu"] = config.sandbox.cpu_seconds
+        sandbox = config.confinement
+        if sandbox is not None and sandbox.cpu_seconds is not None:
+            self._limits["cpu"] = sandbox.cpu_seconds
 
     async def server(self) -> ForkServer:
         async with self._lock:
@@ -238,19 +245,19 @@ class ForkLauncher:
                     await self._server.close()
                     self._server = None
                 self._server = await ForkServer.start(
-                    scrubbed_environment(self._config), self._config.startup_seconds)
+                    scrubbed_environment(self._config), self._config.startup_seconds,
+                    self._runtime_dir)
             return self._server
 
     async def start(self, workspace: Workspace, env: dict[str, str]) -> ForkKernel:
         server = await self.server()
-        _, written = write_connection_file(
-            str(workspace.connection_file), transport="ipc", ip=str(workspace.root / "zmq"),
-            key=secrets.token_hex(16).encode(),
-        )
-        info: dict[str, Any] = dict(written)
+        info = ipc_connection_info(workspace)
+        plan = None if self._confinement is None else confinement_plan(
+            self._confinement, workspace=workspace.root, tmp=workspace.tmp,
+            error_file=workspace.confine_log)
         reply = await server.request(
-            "spawn", connection_file=str(workspace.connection_file), cwd=str(workspace.cwd),
-            env=env, limits=self._limits, argv=list(KERNEL_ARGS),
+            "spawn", connection=info, cwd=str(workspace.cwd), env=env, limits=self._limits,
+            argv=list(KERNEL_ARGS), confine=plan,
         )
         return ForkKernel(server, int(reply["pid"]), info)
 
@@ -259,6 +266,16 @@ class ForkLauncher:
             if self._server is not None:
                 await self._server.close()
                 self._server = None
+
+
+def ipc_connection_info(workspace: Workspace) -> dict[str, Any]:
+    """Connection info for a kernel listening on IPC sockets in its workspace."""
+    info: dict[str, Any] = {"transport": "ipc", "ip": str(workspace.root / "zmq"),
+                            "key": secrets.token_hex(32), "signature_scheme": "hmac-sha256",
+                            "kernel_name": ""}
+    for port, name in enumerate(("shell", "iopub", "stdin", "control", "hb"), start=1):
+        info[f"{name}_port"] = port
+    return info
 
 
 def fork_supported() -> bool:

@@ -4,14 +4,16 @@ A :class:`KernelProcess` is one started kernel: where to connect, and how to
 interrupt, watch and kill it. :class:`StockLauncher` starts any kernelspec
 through ``AsyncKernelManager`` and its provisioner; for local kernels it wraps
 the command in the keeper (see ``_keeper.py``) so the kernel's whole process
-tree can be accounted and killed. Remote provisioners get no wrapper and no
-process tree: they are watched with ``is_alive`` and limited by wall time.
+tree can be accounted and killed, and confined (see ``sandbox``). Remote
+provisioners get no wrapper and no process tree: they are watched with
+``is_alive`` and limited by wall time, and cannot be confined here.
 """
 
 from __future__ import annotations
 
 import asyncio
 import importlib.metadata
+import json
 import signal
 import subprocess
 import sys
@@ -26,7 +28,7 @@ from jupyter_client.provisioning.local_provisioner import LocalProvisioner
 from ..errors import CodeModeError
 from . import proctree
 from .config import KernelRuntimeConfig
-from .sandbox import SandboxUnavailable, check_available
+from .sandbox import CONFINE_SCRIPT, SandboxConfig, confinement_plan
 from .workspace import Workspace
 
 DEFAULT_KERNEL_NAME = "dsh-jupyter-python"
@@ -129,20 +131,31 @@ class _SpecManager(KernelSpecManager):
 
 
 class _KeptKernelManager(AsyncKernelManager):
-    """Prefixes local kernel commands with the keeper and its resource limits."""
+    """Prefixes local kernel commands with the keeper, its resource limits and the
+    confinement of the kernel (``confinement``, when the runtime confines kernels)."""
 
     keeper_args: tuple[str, ...] = ()
-    command_prefix: tuple[str, ...] = ()  # the sandbox's bubblewrap, between keeper and kernel
+    confinement: SandboxConfig | None = None
+    workspace: Workspace | None = None
 
     def format_kernel_cmd(self, extra_arguments: list[str] | None = None) -> list[str]:
         command: list[str] = super().format_kernel_cmd(extra_arguments)
         if isinstance(self.provisioner, LocalProvisioner):
             keeper = (Path(__file__).parent / "_keeper.py").read_text(encoding="utf-8")
-            return [sys.executable, "-I", "-S", "-c", keeper, *self.keeper_args, "--",
-                    *self.command_prefix, *command]
-        if self.command_prefix:
-            raise CodeModeError("a sandbox confines local kernels only: the provisioner "
-                                f"{type(self.provisioner).__name__} is not local")
+            confine: list[str] = []
+            if self.confinement is not None and self.workspace is not None:
+                plan = confinement_plan(self.confinement, workspace=self.workspace.root,
+                                        tmp=self.workspace.tmp,
+                                        error_file=self.workspace.confine_log,
+                                        command=command)
+                confine = ["--confine", str(CONFINE_SCRIPT), json.dumps(plan)]
+            return [sys.executable, "-I", "-S", "-c", keeper, *self.keeper_args, *confine,
+                    "--", *command]
+        if self.confinement is not None:
+            raise CodeModeError(
+                f"kernels of the provisioner {type(self.provisioner).__name__} are not local, "
+                "so they cannot be confined here: confine them where they run and pass "
+                "sandbox=None")
         return command
 
 
@@ -214,9 +227,11 @@ class StockLauncher:
 
     preloads_runtime = False
 
-    def __init__(self, config: KernelRuntimeConfig, context: zmq.asyncio.Context) -> None:
+    def __init__(self, config: KernelRuntimeConfig, context: zmq.asyncio.Context,
+                 confinement: SandboxConfig | None) -> None:
         self._config = config
         self._context = context
+        self._confinement = confinement
         self._specs = _SpecManager(provisioner=config.provisioner)
         if config.kernel_name is None:
             check_host_ipykernel()
@@ -225,22 +240,17 @@ class StockLauncher:
             keeper_args += ["--as", str(config.memory_bytes)]
         if config.open_files is not None:
             keeper_args += ["--nofile", str(config.open_files)]
-        sandbox = config.sandbox
+        sandbox = config.confinement
         if sandbox is not None and sandbox.cpu_seconds is not None:
             keeper_args += ["--cpu", str(sandbox.cpu_seconds)]
-        if sandbox is not None and sandbox.uses_namespaces:
-            try:
-                check_available(sandbox)
-            except SandboxUnavailable as error:
-                raise CodeModeError(f"the kernel sandbox is unavailable: {error}") from None
-            keeper_args.append("--ignore-sigint")  # interrupts reach the kernel, not bwrap
         self._keeper_args = tuple(keeper_args)
 
     async def start(self, workspace: Workspace, env: dict[str, str]) -> StockKernel:
-        sandbox = self._config.sandbox
-        confined = sandbox is not None and sandbox.uses_namespaces
-        # A private network namespace has its own loopback: TCP to the kernel cannot work.
-        transport = {"transport": "ipc", "ip": str(workspace.root / "zmq")} if confined else {}
+        # IPC sockets in the private workspace: no TCP port any local user could connect
+        # to, and they work from a kernel's own network namespace. Other kernelspecs keep
+        # TCP unless confined (not every kernel implements IPC).
+        ipc = self._confinement is not None or self._config.kernel_name is None
+        transport = {"transport": "ipc", "ip": str(workspace.root / "zmq")} if ipc else {}
         manager = _KeptKernelManager(
             kernel_name=self._config.kernel_name or DEFAULT_KERNEL_NAME,
             kernel_spec_manager=self._specs,
@@ -249,8 +259,8 @@ class StockLauncher:
             **transport,
         )
         manager.keeper_args = self._keeper_args
-        if sandbox is not None and confined:
-            manager.command_prefix = tuple(sandbox.bubblewrap_argv(workspace.root))
+        manager.confinement = self._confinement
+        manager.workspace = workspace
         try:
             await manager.start_kernel(
                 env=env, cwd=str(workspace.cwd),

@@ -2,9 +2,13 @@
 
 Kernels in the pool are ready and have the runtime injected (the tools comm is
 open); only the program cell, with this run's binding names, is left to send.
-The pool refills in the background after every run; a kernel is checked
-to be alive before it is handed out. If kernels keep failing to start, the pool
-stops refilling until the next hand-out (so a broken kernelspec cannot spin).
+The pool refills in the background after every run. Before a kernel is handed
+out it is checked to be alive and *pristine*: a kernel that published anything
+since it was prepared was reached by someone other than the host (its sockets
+are private to the host's user, and a confined program cannot see them; an
+unconfined one could) and is discarded, never handed out. If kernels keep
+failing to start, the pool stops refilling until the next hand-out (so a broken
+kernelspec cannot spin).
 """
 
 from __future__ import annotations
@@ -70,10 +74,15 @@ class KernelPool:
         session: KernelSession | None = None
         while self._ready:
             candidate = self._ready.pop(0)
-            if await candidate.process.is_alive():
+            if not await candidate.process.is_alive():
+                await candidate.close()
+            elif not await candidate.pristine():
+                _log.warning("discarded a pooled kernel that saw traffic other than the "
+                             "host's: something else reached its sockets")
+                await candidate.close()
+            else:
                 session = candidate
                 break
-            await candidate.close()
         return session
 
     async def wait_filled(self) -> None:

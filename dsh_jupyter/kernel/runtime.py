@@ -14,16 +14,23 @@ host's Python), from jupyter-client (``"stock"``: any kernelspec or
 provisioner) or from a kernel gateway (``config.gateway``: see ``gateway``),
 optionally through a pool of started, never-used kernels.
 
-Lifetime: ``async with`` starts the launcher (and the pool); leaving it
-disposes: runs in flight end as ``abort`` ("runtime disposed") and, once they
-have returned, every kernel, socket, task and temporary directory is gone.
+Kernels are confined by default where Linux allows it (``config.sandbox``,
+see ``sandbox``); entering the runtime checks once whether it can, and warns
+(or, with ``sandbox="required"``, fails) where it cannot.
+
+Lifetime: ``async with`` makes the runtime's private directory and starts the
+launcher (and the pool); leaving it disposes: runs in flight end as ``abort``
+("runtime disposed") and, once they have returned, every kernel, socket, task
+and temporary directory is gone.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import warnings
 from collections.abc import Awaitable, Coroutine, Mapping
+from pathlib import Path
 from types import TracebackType
 from typing import Any
 
@@ -37,7 +44,9 @@ from .config import KernelRuntimeConfig
 from .forkserver import ForkLauncher, fork_supported
 from .launch import KernelLauncher, StockLauncher
 from .pool import KernelPool
+from .sandbox import SandboxConfig, UnconfinedWarning, confinement_problem, unconfined_message
 from .session import KernelSession, KernelStartError
+from .workspace import create_runtime_directory, remove_tree
 
 DISPOSED = "runtime disposed"
 
@@ -54,6 +63,8 @@ class KernelRuntime:
         self._disposing = AbortController()
         self._runs: set[asyncio.Task[CodeRunResult]] = set()
         self._cleanups: set[asyncio.Task[None]] = set()
+        self._directory: Path | None = None
+        self._confinement: SandboxConfig | None = None
         self._state = "new"
 
     @property
@@ -64,18 +75,25 @@ class KernelRuntime:
     def isolation(self) -> str:
         return "kernel"
 
+    @property
+    def confined(self) -> bool:
+        """Whether this runtime's kernels run confined (known once entered)."""
+        return self._confinement is not None
+
     async def __aenter__(self) -> KernelRuntime:
         if self._state != "new":
             raise CodeModeError("a KernelRuntime can be entered once")
         self._state = "open"
         self._context = zmq.asyncio.Context()
         try:
+            self._confinement = await _confinement(self.config)
+            self._directory = await asyncio.to_thread(create_runtime_directory)
             if self.config.gateway is not None:
                 self._launcher = _gateway_launcher(self.config)
             elif self.config.uses_fork and fork_supported():
-                self._launcher = ForkLauncher(self.config)
+                self._launcher = ForkLauncher(self.config, self._directory, self._confinement)
             else:
-                self._launcher = StockLauncher(self.config, self._context)
+                self._launcher = StockLauncher(self.config, self._context, self._confinement)
             if self.config.pool_size:
                 self._pool = KernelPool(self.config.pool_size, self._open_session)
                 self._pool.fill()
@@ -132,7 +150,8 @@ class KernelRuntime:
 
     def _open_session(self) -> Awaitable[KernelSession]:
         assert self._launcher is not None and self._context is not None
-        return KernelSession.open(self._launcher, self.config, self._context)
+        assert self._directory is not None
+        return KernelSession.open(self._launcher, self.config, self._context, self._directory)
 
     async def _take_or_open(self) -> KernelSession:
         if self._pool is not None:
@@ -178,11 +197,31 @@ class KernelRuntime:
         if self._context is not None:
             with contextlib.suppress(Exception):
                 self._context.destroy(linger=0)
+        if self._directory is not None:
+            await asyncio.to_thread(remove_tree, self._directory)
         self._state = "closed"
 
 
 _STATE_WORDS = {"new": "not started (use async with)", "closing": "being disposed",
                 "closed": "disposed", "open": "open"}
+
+
+async def _confinement(config: KernelRuntimeConfig) -> SandboxConfig | None:
+    """The sandbox kernels will get: ``config.confinement`` where this machine can confine
+    kernels; otherwise ``None`` with a warning, or an error when it is required."""
+    wanted = config.confinement
+    if wanted is None:
+        return None
+    problem = await asyncio.to_thread(confinement_problem)
+    if problem is None and config.provisioner not in (None, "local-provisioner"):
+        problem = f"kernels of the provisioner {config.provisioner!r} may not run locally"
+    if problem is None:
+        return wanted
+    if wanted.required:
+        raise CodeModeError(f"sandbox='required', but kernels cannot be confined here: "
+                            f"{problem}")
+    warnings.warn(unconfined_message(problem), UnconfinedWarning, stacklevel=3)
+    return None
 
 
 def _gateway_launcher(config: KernelRuntimeConfig) -> KernelLauncher:

@@ -1,116 +1,165 @@
-"""Optional confinement of local kernels: a CPU limit, no network, a read-only file system.
+"""Confinement of local kernels: on by default where Linux namespaces allow it.
 
 ::
 
-    config = KernelRuntimeConfig(
-        sandbox=SandboxConfig(network=False, read_only_root=True, private_pids=True,
-                              cpu_seconds=120),
-        memory_bytes=2 * 1024**3, open_files=256,   # the other resource limits
-    )
+    KernelRuntimeConfig()                                   # sandbox="auto": confined here
+    KernelRuntimeConfig(sandbox="required")                 # refuse to run unconfined
+    KernelRuntimeConfig(sandbox=SandboxConfig(network=True, cpu_seconds=120))
+    KernelRuntimeConfig(sandbox=None)                       # unconfined, no warning
 
-``cpu_seconds`` is an ``RLIMIT_CPU`` per kernel process (SIGXCPU at the limit,
-SIGKILL a second later), applied by either launcher. Every other option runs
-each kernel under bubblewrap (``bwrap``, not a Python dependency: ``apt-get
-install bubblewrap``) in its own namespaces, so it needs the stock launch
-(``launcher="auto"`` picks it) and a local kernel:
+A confined kernel (forked or stock-launched; see ``_confine.py`` for how) runs
+in its own user, mount, IPC, PID and network namespaces:
 
-- ``network=False``: a private network namespace (only a loopback of its own);
-  the kernel's channels move to IPC sockets in its workspace, which still work.
-- ``read_only_root=True``: the whole file system read-only except the kernel's
-  workspace (its HOME, TMPDIR and working directory); ``hide`` mounts empty
-  directories over the paths it names.
-- ``private_pids=True``: a PID namespace with a private ``/proc``: the kernel
-  sees, and can signal, only its own processes, and everything left in the
-  namespace dies with it.
+- **files:** a new root holding the system (``/usr``, ``/etc``, ...) and the
+  kernel's Python installation read-only, its own workspace read-write (HOME,
+  TMPDIR, the working directory; ``/tmp`` is the workspace's temp), a minimal
+  ``/dev``; no other workspace, no host home, no host ``/tmp``;
+- **processes:** its own ``/proc``; nothing outside its namespace can be seen,
+  signalled or read (``/proc/<pid>/mem``, ``environ``), and whatever it starts
+  dies with it;
+- **network:** only a loopback of its own, unless ``network=True``;
+- **privileges:** none (no capability, ``no_new_privs``), so nothing it does
+  can undo the above.
 
-What a confined kernel can still reach is in ``docs/reliability.md``: above all,
-it runs as the host's user, and it can read every file that user can read unless
-``hide`` covers it.
+Where user namespaces are unavailable (not Linux, or a container that forbids
+them), ``"auto"`` runs kernels unconfined and warns once per runtime with what
+is exposed (see ``docs/security.md``); ``"required"`` fails instead.
 """
 
 from __future__ import annotations
 
 import functools
+import os
 import shutil
 import subprocess
+import sys
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, Literal
 
-BWRAP = "bwrap"
+from ..errors import DshWarning
+
+CONFINE_SCRIPT = Path(__file__).parent / "_confine.py"
+SYSTEM_PATHS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc")
+"""Host paths a confined kernel sees read-only (those that exist)."""
+
+SandboxSetting = Literal["auto", "required"]
+
+UNCONFINED_EXPOSURE = (
+    "a program can read and write every file this user can (other runs' workspaces "
+    "and connection files included), reach the network and the host's loopback "
+    "services, and see and signal the host's processes"
+)
 
 
-class SandboxUnavailable(Exception):
-    """The sandbox asked for cannot be built on this machine (the message says why)."""
+class UnconfinedWarning(DshWarning):
+    """Kernels run without confinement (once per runtime; the message says why)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class SandboxConfig:
-    """What a kernel may reach; the default confines nothing (see the module docstring)."""
+    """What a confined kernel may reach beyond its own workspace.
 
-    network: bool = True
-    read_only_root: bool = False
-    private_pids: bool = False
-    hide: tuple[str, ...] = ()
+    - ``required``: fail (``CodeModeError`` on entering the runtime) instead of
+      running unconfined where confinement is unavailable.
+    - ``network``: keep the host's network (default: a private loopback only).
+    - ``read_only_paths``: more host paths the kernel may read (a data set, a
+      second Python installation); they appear at the same place.
+    - ``cpu_seconds``: ``RLIMIT_CPU`` of each kernel process (SIGXCPU at the
+      limit, SIGKILL a second later); applies confined or not.
+    """
+
+    required: bool = False
+    network: bool = False
+    read_only_paths: tuple[str, ...] = ()
     cpu_seconds: int | None = None
 
     def __post_init__(self) -> None:
-        for name in ("network", "read_only_root", "private_pids"):
+        for name in ("required", "network"):
             if not isinstance(getattr(self, name), bool):
                 raise ValueError(f"{name} must be True or False")
-        hide: object = self.hide
-        if not isinstance(hide, tuple | list) or not all(
-                isinstance(p, str) and p.startswith("/") and p != "/" for p in hide):
-            raise ValueError("hide must be a tuple of absolute paths other than '/'")
-        object.__setattr__(self, "hide", tuple(hide))
+        paths: object = self.read_only_paths
+        if isinstance(paths, str) or not isinstance(paths, tuple | list) or not all(
+                isinstance(p, str) and p.startswith("/") and p != "/" for p in paths):
+            raise ValueError("read_only_paths must be a tuple of absolute paths other than '/'")
+        object.__setattr__(self, "read_only_paths", tuple(os.path.normpath(p) for p in paths))
         seconds = self.cpu_seconds
         if seconds is not None and (isinstance(seconds, bool) or not isinstance(seconds, int)
                                     or seconds < 1):
             raise ValueError(f"cpu_seconds must be an int >= 1 or None, not {seconds!r}")
 
-    @property
-    def uses_namespaces(self) -> bool:
-        """Whether kernels run under bubblewrap (every option but ``cpu_seconds``)."""
-        return not self.network or self.read_only_root or self.private_pids or bool(self.hide)
 
-    def bubblewrap_argv(self, workspace: Path) -> list[str]:
-        """The command prefix that confines one kernel whose workspace is ``workspace``."""
-        argv = [BWRAP, "--die-with-parent"]
-        if not self.network:
-            argv.append("--unshare-net")
-        if self.private_pids:
-            # ipykernel exits when its parent looks like init, which bwrap's is in the namespace.
-            argv += ["--unshare-pid", "--unsetenv", "JPY_PARENT_PID"]
-        argv += ["--ro-bind" if self.read_only_root else "--bind", "/", "/", "--dev", "/dev"]
-        if self.private_pids:
-            argv += ["--proc", "/proc"]
-        for path in self.hide:
-            argv += ["--tmpfs", path]
-        root = str(workspace)
-        argv += ["--bind", root, root, "--"]
-        return argv
-
-
-def check_available(sandbox: SandboxConfig) -> None:
-    """Raise :class:`SandboxUnavailable` unless ``sandbox`` can be built here."""
-    if sandbox.uses_namespaces:
-        problem = bubblewrap_problem()
-        if problem is not None:
-            raise SandboxUnavailable(problem)
+def resolve_sandbox(value: object) -> SandboxConfig | None:
+    """``"auto"``/``"required"``/a :class:`SandboxConfig`/``None`` as a config or ``None``."""
+    if value is None or isinstance(value, SandboxConfig):
+        return value
+    if value == "auto":
+        return SandboxConfig()
+    if value == "required":
+        return SandboxConfig(required=True)
+    raise ValueError(f"sandbox must be 'auto', 'required', a SandboxConfig or None, "
+                     f"not {value!r}")
 
 
 @functools.cache
-def bubblewrap_problem() -> str | None:
-    """Why bubblewrap cannot confine kernels on this machine, or ``None`` (probed once)."""
-    path = shutil.which(BWRAP)
-    if path is None:
-        return "bubblewrap (bwrap) is not installed: apt-get install bubblewrap"
-    probe = [path, "--die-with-parent", "--unshare-net", "--unshare-pid", "--ro-bind", "/", "/",
-             "--dev", "/dev", "--proc", "/proc", "--", "true"]
+def confinement_problem() -> str | None:
+    """Why kernels cannot be confined on this machine, or ``None`` (probed once per
+    process, in a throwaway child: ~50 ms)."""
+    if not sys.platform.startswith("linux"):
+        return f"kernel confinement needs Linux namespaces (this is {sys.platform})"
     try:
-        done = subprocess.run(probe, capture_output=True, timeout=10, check=False)
+        done = subprocess.run([sys.executable, "-I", "-S", str(CONFINE_SCRIPT), "--probe"],
+                              capture_output=True, timeout=30, check=False,
+                              stdin=subprocess.DEVNULL)
     except (OSError, subprocess.TimeoutExpired) as error:
-        return f"bubblewrap did not run: {error}"
-    if done.returncode != 0:
-        detail = done.stderr.decode(errors="replace").strip() or f"status {done.returncode}"
-        return f"bubblewrap cannot create namespaces here: {detail}"
-    return None
+        return f"the confinement probe did not run: {error}"
+    if done.returncode == 0:
+        return None
+    said = (done.stdout or done.stderr).decode(errors="replace").strip().splitlines()
+    return f"unprivileged user namespaces are unavailable ({said[-1] if said else done.returncode})"
+
+
+def unconfined_message(problem: str) -> str:
+    return (f"dsh-jupyter kernels run unconfined: {problem}. Exposed: {UNCONFINED_EXPOSURE}. "
+            "Pass sandbox='required' to refuse, or sandbox=None to accept this without a "
+            "warning (see docs/security.md).")
+
+
+def interpreter_paths(executable: str | None = None) -> tuple[str, ...]:
+    """The installation a kernel's interpreter needs (prefixes and their real paths)."""
+    found: list[str] = []
+    if executable is not None and not os.path.isabs(executable):
+        executable = shutil.which(executable) or executable
+    if executable is None:
+        found += [sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix]
+        executable = sys.executable
+    for path in (executable, os.path.realpath(executable)):
+        found.append(os.path.dirname(os.path.dirname(os.path.abspath(path))))
+    return tuple(dict.fromkeys(os.path.normpath(p) for p in found if p and p != "/"))
+
+
+def confinement_plan(sandbox: SandboxConfig, *, workspace: Path, tmp: Path,
+                     error_file: Path, command: Sequence[str] = ()) -> dict[str, Any]:
+    """The plan ``_confine.enter`` carries out for one kernel (plain JSON). ``command``: a
+    stock launch's kernel command; its interpreter and the files it names (a kernelspec's
+    script, say) are readable too. Without it, the host's own interpreter."""
+    named = [arg for arg in command[1:] if os.path.isabs(arg) and os.path.isfile(arg)
+             and not arg.startswith(str(workspace))]
+    paths = (*SYSTEM_PATHS, *interpreter_paths(command[0] if command else None),
+             *named, *sandbox.read_only_paths)
+    return {
+        "uid": os.getuid(), "gid": os.getgid(), "network": sandbox.network,
+        "read_only": _outermost(p for p in paths if os.path.lexists(p)),
+        "workspace": str(workspace),
+        "tmp": str(tmp), "error_file": str(error_file),
+    }
+
+
+def _outermost(paths: Iterable[str]) -> list[str]:
+    """Paths without those inside another one (a read-only bind cannot hold a new one)."""
+    kept: list[str] = []
+    for path in sorted(set(paths), key=len):
+        if not any(path == k or path.startswith(k.rstrip("/") + "/") for k in kept):
+            kept.append(path)
+    return kept

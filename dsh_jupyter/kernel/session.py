@@ -1,12 +1,14 @@
 """One kernel, prepared and used for exactly one run.
 
-:meth:`KernelSession.open` starts a kernel, connects, waits until it is ready
-and injects ``_inkernel.py`` (which opens the tools comm: the first
-``comm_open`` for our target answering our setup cell is the only comm the host
-trusts), then, with ``carrier="socket"`` on a local kernel, negotiates the
-socket carrier. :meth:`KernelSession.run` executes the program and watches it;
-:meth:`close` kills the kernel, waits until its process tree is reaped, and
-removes its workspace.
+:meth:`KernelSession.open` makes a workspace, starts a kernel, connects, waits
+until it is ready and injects ``_inkernel.py`` (which opens the tools comm: the
+first ``comm_open`` for our target answering our setup cell is the only comm the
+host trusts; with ``carrier="socket"`` on a local kernel the setup cell also
+names the socket carrier), then removes the connection file a stock launch
+wrote. From then on the kernel must stay silent until its run: see
+:meth:`KernelSession.pristine`. :meth:`KernelSession.run` executes the program
+and watches it; :meth:`close` kills the kernel, waits until its process tree is
+reaped, and removes its workspace.
 """
 
 from __future__ import annotations
@@ -20,37 +22,35 @@ import zmq.asyncio
 
 from ..abort import AbortSignal
 from ..runtime import Binding, CodeRunResult
-from .carrier import SocketCarrier
+from .carrier import CarrierListener, SocketCarrier
 from .channels import HasChannels, KernelChannels
 from .config import KernelRuntimeConfig
 from .connection import KernelConnection
 from .launch import KernelLauncher, KernelProcess
 from .protocol import TARGET_NAME
 from .watch import RunWatch
-from .workspace import Workspace
+from .workspace import Workspace, create_workspace
 
 _INKERNEL_SOURCE = (Path(__file__).parent / "_inkernel.py").read_text(encoding="utf-8")
 MODULE_NAME = "_dsh_jupyter_inkernel"
 SOURCE_FILENAME = "<dsh_jupyter.inkernel>"
 
 SETUP_CELL = f"""\
-def __dsh_setup(source):
+def __dsh_setup(source, carrier):
     import sys, types
     module = types.ModuleType({MODULE_NAME!r})
     sys.modules[module.__name__] = module
     exec(compile(source, {SOURCE_FILENAME!r}, "exec"), module.__dict__)
-    module.runtime = module.start()
+    module.runtime = module.start(carrier)
 
 try:
-    __dsh_setup(%r)
+    __dsh_setup(%r, %r)
 finally:
     del __dsh_setup
 """
-
-
 SETUP_PRELOADED_CELL = (
     f"__import__('sys').modules[{MODULE_NAME!r}].runtime = "
-    f"__import__('sys').modules[{MODULE_NAME!r}].start()"
+    f"__import__('sys').modules[{MODULE_NAME!r}].start(%r)"
 )
 
 
@@ -74,14 +74,14 @@ class KernelSession:
 
     @classmethod
     async def open(cls, launcher: KernelLauncher, config: KernelRuntimeConfig,
-                   context: zmq.asyncio.Context) -> KernelSession:
-        """Start and prepare a kernel. Raises :class:`KernelStartError`; on any failure or
-        cancellation everything started is torn down first."""
-        # File system work runs in a thread: on a busy disk it takes milliseconds, and the
-        # event loop is meanwhile serving other runs' tool calls.
-        workspace = await asyncio.to_thread(Workspace.create)
+                   context: zmq.asyncio.Context, runtime_dir: Path) -> KernelSession:
+        """Start and prepare a kernel whose workspace goes in ``runtime_dir``. Raises
+        :class:`KernelStartError`; on any failure or cancellation everything started is
+        torn down first."""
+        workspace = await create_workspace(runtime_dir)
         process: KernelProcess | None = None
         connection: KernelChannels | None = None
+        listener: CarrierListener | None = None
         try:
             try:
                 process = await launcher.start(workspace, workspace.environment(config))
@@ -93,27 +93,44 @@ class KernelSession:
                 connection = KernelConnection(context, process.connection_info,
                                               max_message_bytes=max_message_bytes(config))
             session = cls(process, connection, workspace, config)
-            setup = SETUP_PRELOADED_CELL if launcher.preloads_runtime else (
-                SETUP_CELL % _INKERNEL_SOURCE)
-            await session._prepare(setup)
+            if config.carrier == "socket" and process.root_pid is not None:
+                listener = await CarrierListener.open(
+                    workspace, max_message_bytes=max_message_bytes(config),
+                    seconds=min(1.0, config.startup_seconds))
+            carrier = None if listener is None else (listener.path, listener.token)
+            setup = SETUP_PRELOADED_CELL % (carrier,) if launcher.preloads_runtime else (
+                SETUP_CELL % (_INKERNEL_SOURCE, carrier))
+            await session._prepare(setup, listener)
             return session
-        except BaseException:
+        except BaseException as error:
+            if listener is not None:
+                listener.close()
             if connection is not None:
                 connection.close()
             if process is not None:
                 await process.kill()
-            await asyncio.to_thread(workspace.remove)
+            detail = await asyncio.to_thread(_remove_reporting, workspace)
+            if detail is not None and isinstance(error, KernelStartError):
+                raise KernelStartError(f"the kernel could not be confined: {detail}") from error
             raise
 
-    async def _prepare(self, setup: str) -> None:
+    async def _prepare(self, setup: str, listener: CarrierListener | None) -> None:
         timeout = self.config.startup_seconds
-        ready = asyncio.ensure_future(self._handshake(setup, timeout))
+        ready = asyncio.ensure_future(self._handshake(setup, listener, timeout))
         try:
             await _unless_dead(ready, self.process)
         except TimeoutError:
             raise KernelStartError(f"the kernel was not ready within {timeout:g} s") from None
+        # The kernel holds its connection info now: nothing else needs the file.
+        self.workspace.connection_file.unlink(missing_ok=True)
 
-    async def _handshake(self, setup: str, seconds: float) -> None:
+    async def pristine(self) -> bool:
+        """Whether nothing but the host spoke to this kernel since it was prepared: any
+        request (from anyone who reached its sockets) makes it publish on iopub."""
+        return not await self.connection.ready_iopub()
+
+    async def _handshake(self, setup: str, listener: CarrierListener | None,
+                         seconds: float) -> None:
         async with asyncio.timeout(seconds):
             await self.connection.wait_ready(seconds)
             request = self.connection.execute(setup)
@@ -135,12 +152,8 @@ class KernelSession:
             if error is not None or self.comm_id is None:
                 raise KernelStartError(
                     f"the kernel rejected the dsh-jupyter runtime: {error or 'no comm opened'}")
-            if self.config.carrier == "socket" and self.process.root_pid is not None:
-                comm_id = self.comm_id
-                self.carrier = await SocketCarrier.offer(
-                    self.workspace, lambda offer: self.connection.send_comm(comm_id, offer),
-                    max_message_bytes=max_message_bytes(self.config),
-                    seconds=min(1.0, self.config.startup_seconds))
+            if listener is not None:
+                self.carrier = await listener.accept()
 
     async def run(self, program: str, bindings: Mapping[str, Binding],
                   signals: Iterable[AbortSignal]) -> CodeRunResult:
@@ -170,6 +183,14 @@ class KernelSession:
         self.connection.close()
         if self.carrier is not None:
             self.carrier.close()
+
+
+def _remove_reporting(workspace: Workspace) -> str | None:
+    """Remove a workspace whose kernel failed to start; what confinement said, if it
+    failed."""
+    detail = workspace.confine_error()
+    workspace.remove()
+    return detail
 
 
 def max_message_bytes(config: KernelRuntimeConfig) -> int:

@@ -1,7 +1,26 @@
-"""A per-kernel temporary directory and the scrubbed environment that points into it."""
+"""Private directories: one per runtime, one per kernel inside it, and the scrubbed
+environment that points into a kernel's.
+
+::
+
+    dsh-runtime-XXXX/        0700, made when a runtime is entered, removed when it closes
+        dsh-kernel-XXXX/     0700, one kernel's workspace (its root)
+            kernel.json      a stock launch's connection file, removed once the kernel is ready
+            zmq-*            the kernel's IPC sockets;  tools.sock: the socket carrier
+            confine.log      why confinement failed, if it did
+            home/            HOME (IPYTHONDIR inside)
+            tmp/             TMPDIR (and /tmp when confined)
+            work/            the working directory
+
+Connection material (keys, socket paths, carrier tokens) lives only here, so
+only the host's user can reach it; a confined kernel sees its own workspace and
+nothing else of the host's file system (see ``sandbox``).
+"""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import os
 import shutil
 import tempfile
@@ -11,10 +30,32 @@ from pathlib import Path
 from .config import KernelRuntimeConfig
 
 
+def create_runtime_directory() -> Path:
+    """A new ``dsh-runtime-*`` directory (0700) in the temp root."""
+    return Path(tempfile.mkdtemp(prefix="dsh-runtime-"))
+
+
+def remove_tree(root: Path) -> None:
+    """Remove ``root`` even where a program made files read-only or directories
+    unreadable. Idempotent."""
+
+    def make_writable_and_retry(function: object, path: str, _error: object) -> None:
+        try:
+            os.chmod(os.path.dirname(path), 0o700)
+            if os.path.isdir(path) and not os.path.islink(path):
+                os.chmod(path, 0o700)
+                shutil.rmtree(path, ignore_errors=True)
+            else:
+                os.unlink(path)
+        except OSError:
+            pass
+
+    shutil.rmtree(root, onerror=make_writable_and_retry)
+
+
 class Workspace:
-    """``root/`` (0700) holds the connection file, ``home/`` (HOME, with IPYTHONDIR inside),
-    ``tmp/`` (TMPDIR) and ``work/`` (the kernel's working directory). :meth:`remove`
-    deletes it all; it is idempotent."""
+    """One kernel's directory (see the module docstring). :meth:`remove` deletes it all;
+    it is idempotent."""
 
     def __init__(self, root: Path) -> None:
         self.root = root
@@ -23,10 +64,11 @@ class Workspace:
         self.tmp = root / "tmp"
         self.cwd = root / "work"
         self.connection_file = root / "kernel.json"
+        self.confine_log = root / "confine.log"
 
     @classmethod
-    def create(cls) -> Workspace:
-        workspace = cls(Path(tempfile.mkdtemp(prefix="dsh-kernel-")))
+    def create(cls, parent: Path) -> Workspace:
+        workspace = cls(Path(tempfile.mkdtemp(prefix="dsh-kernel-", dir=parent)))
         for directory in (workspace.home, workspace.ipython_dir, workspace.tmp, workspace.cwd):
             directory.mkdir(mode=0o700)
         return workspace
@@ -42,20 +84,31 @@ class Workspace:
         })
         return env
 
-    def remove(self) -> None:
-        # A program may have made files read-only or directories unreadable.
-        def make_writable_and_retry(function: object, path: str, _error: object) -> None:
-            try:
-                os.chmod(os.path.dirname(path), 0o700)
-                if os.path.isdir(path) and not os.path.islink(path):
-                    os.chmod(path, 0o700)
-                    shutil.rmtree(path, ignore_errors=True)
-                else:
-                    os.unlink(path)
-            except OSError:
-                pass
+    def confine_error(self) -> str | None:
+        """What ``_confine.enter`` wrote when it failed, if anything."""
+        with contextlib.suppress(OSError):
+            text = self.confine_log.read_text(encoding="utf-8", errors="replace").strip()
+            return text or None
+        return None
 
-        shutil.rmtree(self.root, onerror=make_writable_and_retry)
+    def remove(self) -> None:
+        remove_tree(self.root)
+
+
+async def create_workspace(parent: Path) -> Workspace:
+    """:meth:`Workspace.create` off the event loop (a busy disk takes milliseconds). If
+    the caller is cancelled meanwhile, the directory is removed once made, not leaked."""
+    making = asyncio.ensure_future(asyncio.to_thread(Workspace.create, parent))
+    try:
+        return await asyncio.shield(making)
+    except asyncio.CancelledError:
+        making.add_done_callback(_remove_unwanted)
+        raise
+
+
+def _remove_unwanted(making: asyncio.Future[Workspace]) -> None:
+    if not making.cancelled() and making.exception() is None:
+        making.result().remove()
 
 
 def scrubbed_environment(config: KernelRuntimeConfig,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import os
 from collections.abc import Awaitable, Callable
 
 from dsh_jupyter.abort import AbortSignal
@@ -46,3 +47,33 @@ async def run(runtime: KernelRuntime, program: str,
 
 RuntimeFactory = Callable[..., Awaitable[KernelRuntime]]
 """The type of the ``make_runtime`` fixture: ``await make_runtime(**config)``."""
+
+
+def host_pids(marker: str) -> list[int]:
+    """Live host processes whose command line contains ``marker``. A confined program sees
+    PIDs of its own namespace, so tests find its processes by what they run instead."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/cmdline", "rb") as file:
+                cmdline = file.read()
+            with open(f"/proc/{entry}/stat", "rb") as file:
+                state = file.read().rsplit(b")", 1)[1].split()[0]
+        except OSError:
+            continue
+        if marker.encode() in cmdline and state != b"Z":
+            found.append(int(entry))
+    return found
+
+
+async def gone(marker: str, within: float = 5.0) -> bool:
+    """Whether every process running ``marker`` is gone within ``within`` seconds."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + within
+    while host_pids(marker):
+        if loop.time() > deadline:
+            return False
+        await asyncio.sleep(0.05)
+    return True

@@ -3,58 +3,42 @@
 from __future__ import annotations
 
 import asyncio
+import os
+import uuid
 from pathlib import Path
 
 import pytest
-from kernel_support import RuntimeFactory, run
+from kernel_support import RuntimeFactory, gone, run
 
 from dsh_jupyter.kernel import KernelRuntime, proctree
 
 pytestmark = [pytest.mark.kernel, pytest.mark.timeout(60)]
 
 
-async def _gone(pid: int, within: float = 5.0) -> bool:
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + within
-    while loop.time() < deadline:
-        stat = proctree.read_stat(pid)
-        if stat is None or stat.state == "Z":
-            return True
-        await asyncio.sleep(0.05)
-    return False
-
-
 SPAWN_ESCAPEES = """\
 import subprocess
-session = subprocess.Popen(["sleep", "60"], start_new_session=True)
-double = subprocess.run(["sh", "-c", "setsid sleep 61 >/dev/null 2>&1 & echo $!"],
-                        capture_output=True, text=True, check=True)
-pids = [session.pid, int(double.stdout)]
+session = subprocess.Popen(["sleep", "600.{tag}1"], start_new_session=True)
+subprocess.run(["sh", "-c", "setsid sleep 600.{tag}2 >/dev/null 2>&1 &"], check=True)
 """
 
 
 async def test_no_orphans_after_a_run(runtime: KernelRuntime) -> None:
-    result = await run(runtime, SPAWN_ESCAPEES + "return pids")
+    tag = str(uuid.uuid4().int)[:12]
+    result = await run(runtime, SPAWN_ESCAPEES.format(tag=tag) + "return 1")
     assert result.failure is None, result.failure
-    assert isinstance(result.value, list)
-    for pid in result.value:
-        assert isinstance(pid, int)
-        assert await _gone(pid), f"process {pid} outlived its run"
+    assert await gone(f"600.{tag}"), "a process outlived its run"
 
 
 async def test_no_orphans_after_the_kernel_exits(runtime: KernelRuntime) -> None:
-    program = SPAWN_ESCAPEES + """\
-import sys, os, time
-print(pids)
-sys.stdout.flush()
-time.sleep(0.3)  # let zmq deliver the line before the process vanishes
+    tag = str(uuid.uuid4().int)[:12]
+    program = SPAWN_ESCAPEES.format(tag=tag) + """\
+import os, time
+time.sleep(0.3)  # let the shell's background sleep start
 os._exit(1)
 """
     result = await run(runtime, program)
     assert result.failure is not None and result.failure.kind == "kernel-exit"
-    pids = [int(p) for p in result.logs[0].strip("[]").split(",")]
-    for pid in pids:
-        assert await _gone(pid), f"process {pid} outlived its kernel"
+    assert await gone(f"600.{tag}"), "a process outlived its kernel"
 
 
 async def test_environment_is_scrubbed(make_runtime: RuntimeFactory,
@@ -91,29 +75,32 @@ builtins.leaked = 1
 json.leaked = 2
 with open("marker.txt", "w") as f:
     f.write("x")
-return os.getpid()
+return os.getcwd()
 """
     second = """\
 import builtins, json, os
 return {"builtins": hasattr(builtins, "leaked"), "module": hasattr(json, "leaked"),
-        "file": os.path.exists("marker.txt"), "pid": os.getpid()}
+        "file": os.path.exists("marker.txt"), "cwd": os.getcwd()}
 """
     one = await run(runtime, first)
     two = await run(runtime, second)
     assert one.failure is None and two.failure is None
     assert isinstance(two.value, dict)
-    assert two.value == {"builtins": False, "module": False, "file": False, "pid": two.value["pid"]}
-    assert two.value["pid"] != one.value
+    assert two.value == {"builtins": False, "module": False, "file": False, "cwd": two.value["cwd"]}
+    assert two.value["cwd"] != one.value  # another kernel, in another workspace
 
 
 async def test_nothing_outlives_the_runtime(make_runtime: RuntimeFactory) -> None:
     runtime = await make_runtime()
-    result = await run(runtime, "import os\nreturn [os.getpid(), os.environ['HOME']]")
-    assert isinstance(result.value, list)
-    pid, home = result.value
+    tag = str(uuid.uuid4().int)[:12]
+    program = (f"import os, subprocess\nsubprocess.Popen(['sleep', '600.{tag}'])\n"
+               "return os.environ['HOME']")
+    result = await run(runtime, program)
+    home = result.value
     await runtime.aclose()
-    assert isinstance(pid, int) and isinstance(home, str)
-    assert await _gone(pid)
+    assert isinstance(home, str)
+    assert await gone(f"600.{tag}", within=0.5)
+    assert proctree.descendants(os.getpid()) == []  # kernels, keepers, the fork server
     assert not Path(home).exists()  # noqa: ASYNC240
     leftovers = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
     assert leftovers == []

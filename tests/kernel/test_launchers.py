@@ -7,10 +7,11 @@ import json
 import os
 import signal
 import sys
+import uuid
 from pathlib import Path
 
 import pytest
-from kernel_support import Recorder, RuntimeFactory, run
+from kernel_support import Recorder, RuntimeFactory, gone, run
 
 from dsh_jupyter.kernel import KernelRuntime, proctree
 
@@ -35,25 +36,17 @@ return [r["args"]["n"] for r in results]
 
 
 async def test_kernel_death_and_orphans(any_runtime: KernelRuntime) -> None:
-    program = """\
-import subprocess, os
-child = subprocess.Popen(["sleep", "60"], start_new_session=True)
-print(child.pid, flush=True)
-import time
+    tag = str(uuid.uuid4().int)[:12]
+    program = f"""\
+import subprocess, os, time
+child = subprocess.Popen(["sleep", "600.{tag}"], start_new_session=True)
 time.sleep(0.3)
 os.kill(os.getpid(), 9)
 """
     result = await run(any_runtime, program)
     assert result.failure is not None and result.failure.kind == "kernel-exit"
     assert "SIGKILL" in result.failure.message
-    pid = int(result.logs[0])
-    for _ in range(100):
-        stat = proctree.read_stat(pid)
-        if stat is None or stat.state == "Z":
-            break
-        await asyncio.sleep(0.05)
-    else:
-        pytest.fail(f"process {pid} outlived its kernel")
+    assert await gone(f"600.{tag}"), "a process outlived its kernel"
 
 
 async def test_fresh_random_state(make_runtime: RuntimeFactory) -> None:
@@ -65,24 +58,24 @@ async def test_fresh_random_state(make_runtime: RuntimeFactory) -> None:
 
 async def test_fork_server_restarts_after_dying(make_runtime: RuntimeFactory) -> None:
     runtime = await make_runtime(launcher="fork")
-    program = "import os\nreturn os.getppid()"
-    server_pid = (await run(runtime, program)).value
-    assert isinstance(server_pid, int)
-    os.kill(server_pid, signal.SIGKILL)
+    assert (await run(runtime, "return 1")).value == 1
+    server = runtime._launcher._server  # type: ignore[union-attr]
+    assert server is not None
+    os.kill(server.process.pid, signal.SIGKILL)
     await asyncio.sleep(0.2)
-    again = await run(runtime, program)
-    assert again.failure is None
-    assert again.value != server_pid
+    again = await run(runtime, "return 2")
+    assert again.failure is None and again.value == 2
+    assert runtime._launcher._server is not server  # type: ignore[union-attr]
 
 
 async def test_pool_hands_out_each_kernel_once(make_runtime: RuntimeFactory) -> None:
     runtime = await make_runtime(pool_size=2)
-    pids = []
+    workspaces = []
     for _ in range(4):
-        result = await run(runtime, "import os\nreturn os.getpid()")
+        result = await run(runtime, "import os\nreturn os.getcwd()")
         assert result.failure is None
-        pids.append(result.value)
-    assert len(set(pids)) == 4
+        workspaces.append(result.value)
+    assert len(set(workspaces)) == 4
 
 
 async def test_pool_skips_dead_kernels(make_runtime: RuntimeFactory) -> None:
@@ -91,11 +84,12 @@ async def test_pool_skips_dead_kernels(make_runtime: RuntimeFactory) -> None:
     assert pool is not None
     await pool.wait_filled()
     victim = pool._ready[0].process.root_pid
+    victim_cwd = str(pool._ready[0].workspace.cwd)
     assert victim is not None
     os.kill(victim, signal.SIGKILL)
     await asyncio.sleep(0.2)
-    result = await run(runtime, "import os\nreturn os.getpid()")
-    assert result.failure is None and result.value != victim
+    result = await run(runtime, "import os\nreturn os.getcwd()")
+    assert result.failure is None and result.value != victim_cwd
 
 
 async def test_dispose_kills_pooled_kernels(make_runtime: RuntimeFactory) -> None:
@@ -154,15 +148,16 @@ async def test_kernel_that_never_answers(make_runtime: RuntimeFactory, tmp_path:
 async def test_fork_server_cleans_up_after_a_vanished_host() -> None:
     from dsh_jupyter.kernel import KernelRuntimeConfig
     from dsh_jupyter.kernel.forkserver import ForkLauncher
-    from dsh_jupyter.kernel.workspace import Workspace
+    from dsh_jupyter.kernel.workspace import Workspace, create_runtime_directory
 
     config = KernelRuntimeConfig()
-    launcher = ForkLauncher(config)
-    workspace = Workspace.create()
+    directory = create_runtime_directory()
+    launcher = ForkLauncher(config, directory, config.confinement)
+    workspace = Workspace.create(directory)
     kernel = await launcher.start(workspace, workspace.environment(config))
     pid = kernel.root_pid
     assert pid is not None
     await launcher.close()  # what the server sees when the host dies: EOF on its socket
     stat = proctree.read_stat(pid)
     assert stat is None or stat.state == "Z"
-    assert not workspace.root.exists()
+    assert not directory.exists()

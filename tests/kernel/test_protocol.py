@@ -6,14 +6,13 @@ import asyncio
 import json
 import math
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from dsh_jupyter.json_value import JsonValue
 from dsh_jupyter.kernel import KernelRuntimeConfig, _inkernel, protocol, watch
 from dsh_jupyter.kernel.bridge import Bridge, run_signal
-from dsh_jupyter.kernel.carrier import MessageTooLarge, SocketCarrier
+from dsh_jupyter.kernel.carrier import CarrierListener, MessageTooLarge
 from dsh_jupyter.kernel.logs import OutputLog
 from dsh_jupyter.kernel.protocol import HostMessage, Malformed, parse_kernel_message
 from dsh_jupyter.kernel.workspace import Workspace
@@ -198,9 +197,13 @@ def test_json_problem_in_kernel() -> None:
     shared = [1]
     assert problem([shared, shared]) is None
     deep: list[object] = []
+    for _ in range(_inkernel.MAX_DEPTH - 1):
+        deep = [deep]
+    assert problem(deep) is None  # MAX_DEPTH arrays
+    assert "nested more than 500 levels deep (at [0][0]" in (problem([deep]) or "")
     for _ in range(50_000):
         deep = [deep]
-    assert problem(deep) is None
+    assert "nested more than 500 levels deep" in (problem({"a": deep}) or "")
 
 
 def test_config_validation() -> None:
@@ -238,43 +241,31 @@ async def _connect_and_send(path: str, lines: list[bytes]) -> asyncio.StreamWrit
 
 
 async def test_socket_carrier_needs_the_token(tmp_path: Path) -> None:
-    workspace = Workspace(tmp_path)
-    offers: list[dict[str, Any]] = []
-    writers: list[asyncio.StreamWriter] = []
-
-    def offer(message: dict[str, Any]) -> None:
-        offers.append(message)
-        connect = _connect_and_send(message["path"], [b"wrong-token\n"])
-        asyncio.ensure_future(connect).add_done_callback(lambda f: writers.append(f.result()))
-
-    carrier = await SocketCarrier.offer(workspace, offer, max_message_bytes=1000, seconds=0.5)
-    assert carrier is None
-    assert offers and offers[0]["kind"] == "carrier"
+    listener = await CarrierListener.open(Workspace(tmp_path), max_message_bytes=1000,
+                                          seconds=0.5)
+    assert listener is not None and listener.path == str(tmp_path / "tools.sock")
+    writer = await _connect_and_send(listener.path, [b"wrong-token\n"])
+    assert await listener.accept() is None
     assert not (tmp_path / "tools.sock").exists()
-    for writer in writers:
-        writer.close()
+    writer.close()
 
 
 async def test_socket_carrier_lines(tmp_path: Path) -> None:
-    workspace = Workspace(tmp_path)
-    writers: list[asyncio.StreamWriter] = []
-
-    def offer(message: dict[str, Any]) -> None:
-        lines = [message["token"].encode() + b"\n", b'{"kind": "call"}\n', b"NaN\n",
-                 b"[" * 2500 + b"\n", b"x" * 4000 + b"\n"]
-        connect = _connect_and_send(message["path"], lines)
-        asyncio.ensure_future(connect).add_done_callback(lambda f: writers.append(f.result()))
-
-    carrier = await SocketCarrier.offer(workspace, offer, max_message_bytes=3000, seconds=5)
+    listener = await CarrierListener.open(Workspace(tmp_path), max_message_bytes=3000, seconds=5)
+    assert listener is not None
+    lines = [listener.token.encode() + b"\n", b'{"kind": "call"}\n', b"NaN\n",
+             b"[" * 2500 + b"\n", b"x" * 4000 + b"\n"]
+    writer = await _connect_and_send(listener.path, lines)
+    carrier = await listener.accept()
     assert carrier is not None
+    assert not (tmp_path / "tools.sock").exists()  # one connection, then no listener
     assert await carrier.receive() == ({"kind": "call"}, 17)
     assert await carrier.receive() == (None, 4)  # NaN is not JSON
     assert await carrier.receive() == (None, 2501)  # too deep for the decoder
     with pytest.raises(MessageTooLarge):
         await carrier.receive()
     carrier.close()
-    for writer in writers:
-        writer.close()
+    writer.close()
 
 
 def test_public_names() -> None:

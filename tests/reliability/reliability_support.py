@@ -4,8 +4,8 @@ Imported by the tests; fixtures live in ``conftest.py``; ``bench/reliability.py`
 
 A *leak* is anything a run leaves behind once its runtime is closed (or, during a
 soak, once the runtime's background cleanups are done): a process descending from
-this one, or living in a kernel's workspace; a ``dsh-kernel-*`` directory in the
-temp root; an asyncio task; an open host end of a kernel channel (zmq sockets of
+this one, or living in a kernel's workspace; a ``dsh-runtime-*`` or ``dsh-kernel-*``
+directory in the temp root; an asyncio task; an open host end of a kernel channel (zmq sockets of
 a ``KernelConnection``, a socket carrier); a file descriptor; a thread.
 """
 
@@ -159,6 +159,7 @@ class EventLog:
 # --- leaks ---------------------------------------------------------------------------------
 
 EXECUTOR_THREAD_PREFIX = "asyncio_"  # the loop's default executor keeps idle threads
+WORKSPACE_PATTERNS = ("dsh-runtime-*", "dsh-runtime-*/dsh-kernel-*")
 
 
 @dataclass(frozen=True)
@@ -240,7 +241,8 @@ def snapshot(temp_root: Path, *, channels: bool = True) -> Snapshot:
     return Snapshot(
         processes=descendants(),
         strays=strays(temp_root),
-        temp_dirs=frozenset(p.name for p in temp_root.glob("dsh-kernel-*")),
+        temp_dirs=frozenset(str(p.relative_to(temp_root)) for pattern in WORKSPACE_PATTERNS
+                            for p in temp_root.glob(pattern)),
         tasks=sum(1 for t in asyncio.all_tasks() if t is not current),
         channels=open_channels() if channels else 0,
         fds=len(os.listdir("/proc/self/fd")),
@@ -458,6 +460,6 @@ async def reached(root: Path, marker: str, seconds: float = 30.0) -> None:
     """Wait until a kernel under ``root`` created ``marker`` in its working directory."""
     loop = asyncio.get_running_loop()
     deadline = loop.time() + seconds
-    while not list(root.glob(f"dsh-kernel-*/work/{marker}")):  # noqa: ASYNC240  # tiny dir
+    while not list(root.glob(f"dsh-runtime-*/dsh-kernel-*/work/{marker}")):  # noqa: ASYNC240
         assert loop.time() < deadline, f"no kernel reached {marker!r}"
         await asyncio.sleep(0.01)

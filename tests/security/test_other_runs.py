@@ -1,0 +1,238 @@
+"""Attacks on other runs and on the pool, from inside a real program, through ``run_code``.
+
+The attacker is a program in one run; its victims are a concurrent run (mid-way through
+its tool calls) and the pool's idle kernel. In the default configuration the attacker
+cannot even see them. Two more tests grant the attacker what an unconfined program on an
+unconfined host could steal (a kernel's connection info, key included) and show that the
+protocol still holds: a forged carrier offer is ignored, and a pooled kernel that saw
+foreign traffic is discarded, never handed out.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import builtins
+import gc
+from pathlib import Path
+from typing import Any
+
+import pytest
+from reliability_support import Harness, code_registry, json_tool, run_code
+
+from dsh_jupyter import ToolRunContext
+from dsh_jupyter.kernel.sandbox import confinement_problem
+from dsh_jupyter.kernel.session import KernelSession
+
+pytestmark = [pytest.mark.kernel, pytest.mark.timeout(90),
+              pytest.mark.skipif(confinement_problem() is not None,
+                                 reason=f"no confinement here: {confinement_problem()}")]
+
+
+class Victim:
+    """A run that reports its workspace, waits at a gate, then makes ``calls`` calls."""
+
+    PROGRAM = """\
+import os
+await tools.where({"cwd": os.getcwd()})
+await tools.gate({})
+answers = [await tools.count({"n": n}) for n in range(5)]
+return answers
+"""
+
+    def __init__(self) -> None:
+        self.cwd: asyncio.Future[str] = asyncio.get_running_loop().create_future()
+        self.release = asyncio.Event()
+        self.counted: list[int] = []
+
+    def tools(self) -> list[Any]:
+        async def where(args: Any, _ctx: ToolRunContext) -> Any:
+            self.cwd.set_result(args["cwd"])
+            return None
+
+        async def gate(_args: Any, _ctx: ToolRunContext) -> Any:
+            await self.release.wait()
+            return None
+
+        async def count(args: Any, _ctx: ToolRunContext) -> Any:
+            self.counted.append(args["n"])
+            return args["n"]
+
+        return [json_tool("where", where), json_tool("gate", gate), json_tool("count", count)]
+
+
+def live_sessions() -> list[KernelSession]:
+    """Kernel sessions of this host that are prepared and not yet closed (the host's own
+    view: what an attacker would need to steal)."""
+    gc.collect()
+    return [obj for obj in gc.get_objects()
+            if isinstance(obj, KernelSession) and not obj._closed and obj.comm_id is not None]
+
+
+SNOOP = """\
+import os, socket
+seen = {{}}
+def attempt(name, action):
+    try:
+        seen[name] = action()
+    except OSError as error:
+        seen[name] = type(error).__name__
+for name, path in {paths!r}.items():
+    attempt(name + " listing", lambda path=path: os.listdir(path))
+    attempt(name + " connection file", lambda path=path: open(path + "/kernel.json").read())
+    def connect(path=path):
+        with socket.socket(socket.AF_UNIX) as probe:
+            probe.connect(path + "/zmq-1")
+            return "connected"
+    attempt(name + " shell socket", connect)
+attempt("runtime directory", lambda: os.listdir(os.path.dirname(os.path.dirname(os.getcwd()))))
+attempt("processes", lambda: sorted(int(p) for p in os.listdir("/proc") if p.isdigit()))
+return seen
+"""
+
+
+async def test_a_concurrent_run_and_the_pool_are_out_of_reach(harness: Harness) -> None:
+    """The attacker knows where the victim's and the pooled kernel's workspaces are (their
+    IPC sockets, a stock launch's connection file): it can list, read and connect to
+    none of it, and sees no other process. The victim's calls all reach the host."""
+    runtime = await harness.runtime(pool_size=3)  # the victim's, the attacker's, one idle
+    assert runtime._pool is not None
+    await runtime._pool.wait_filled()
+    victim = Victim()
+    victim_registry, victim_log = code_registry(runtime, *victim.tools())
+    victim_run = asyncio.ensure_future(run_code(victim_registry, Victim.PROGRAM, call_id="victim"))
+    victim_cwd = await asyncio.wait_for(victim.cwd, 30)
+    pooled = runtime._pool._ready[-1].workspace.root  # the attacker takes the oldest
+    paths = {"victim": str(Path(victim_cwd).parent), "pool": str(pooled)}
+    attacker_registry, _ = code_registry(runtime)
+    attacked = await run_code(attacker_registry, SNOOP.format(paths=paths), call_id="attacker")
+    assert attacked.error is None, attacked.error
+    seen = attacked.value["result"]  # type: ignore[index]
+    for name in paths:
+        assert seen[f"{name} listing"] == "FileNotFoundError", seen
+        assert seen[f"{name} connection file"] == "FileNotFoundError", seen
+        assert seen[f"{name} shell socket"] == "FileNotFoundError", seen
+    assert len(seen["runtime directory"]) == 1  # its own workspace, no other
+    assert seen["processes"] == [1, 2]
+    victim.release.set()
+    result = await victim_run
+    assert result.error is None and result.value["result"] == [0, 1, 2, 3, 4]  # type: ignore[index]
+    assert victim.counted == [0, 1, 2, 3, 4]
+    assert victim_log.settlement().started == 7
+    assert not await harness.finish()
+
+
+FORGE = """\
+import asyncio, os, socket, zmq, zmq.asyncio
+from jupyter_client.session import Session
+stolen = {stolen!r}
+listener = socket.socket(socket.AF_UNIX)
+listener.bind(os.path.join(os.getcwd(), "attacker.sock"))
+listener.listen()
+listener.setblocking(False)
+context = zmq.asyncio.Context()
+shell = context.socket(zmq.DEALER)
+shell.connect(f"ipc://{{stolen['ip']}}-{{stolen['shell_port']}}")
+session = Session(key=stolen["key"].encode())
+offer = {{"kind": "carrier", "path": listener.getsockname(), "token": "attacker"}}
+for _ in range(5):  # the DEALER connects asynchronously: repeat the offer for a while
+    session.send(shell, "comm_msg", {{"comm_id": stolen["comm_id"], "data": offer}})
+    await asyncio.sleep(0.1)
+control = context.socket(zmq.DEALER)  # proof that the victim was reached (and the key
+control.connect(f"ipc://{{stolen['ip']}}-{{stolen['control_port']}}")  # is right): the
+session.send(control, "kernel_info_request", {{}})  # control channel answers mid-cell
+reached = session.deserialize(session.feed_identities(
+    await asyncio.wait_for(control.recv_multipart(), 10))[1])["msg_type"]
+control.close(0)
+await tools.offered({{}})  # the victim makes its calls now
+loop = asyncio.get_running_loop()
+try:
+    connection, _ = await asyncio.wait_for(loop.sock_accept(listener), 2)
+    intercepted = (await asyncio.wait_for(loop.sock_recv(connection, 65536), 2)).decode()
+except (TimeoutError, OSError) as error:
+    intercepted = None
+shell.close(0)
+context.term()
+return {{"reached": reached, "intercepted": intercepted}}
+"""
+
+
+async def test_a_forged_carrier_offer_is_ignored(harness: Harness) -> None:
+    """Even with the victim kernel's key and sockets (stolen from the host here, as an
+    unconfined program could by reading memory), a carrier offer sent to it mid-run is
+    ignored: a carrier is named by the signed setup cell only. Every call the victim makes
+    afterwards reaches the host's pipeline. (Both runs are unconfined here: confined, the
+    victim could not even reach the attacker's socket.)"""
+    runtime = await harness.runtime(sandbox=None, wall_seconds=20)
+    victim = Victim()
+    victim_registry, victim_log = code_registry(runtime, *victim.tools())
+    victim_run = asyncio.ensure_future(run_code(victim_registry, Victim.PROGRAM, call_id="victim"))
+    await asyncio.wait_for(victim.cwd, 30)
+    [session] = [s for s in live_sessions() if s.used]
+    info = session.process.connection_info
+    stolen = {"ip": info["ip"], "shell_port": info["shell_port"], "key": info["key"],
+              "control_port": info["control_port"], "comm_id": session.comm_id}
+    attacker = await harness.runtime(sandbox=None)  # to reach the victim's socket files
+    offered = asyncio.Event()
+
+    async def signal_offered(_args: Any, _ctx: ToolRunContext) -> Any:
+        offered.set()
+        return None
+
+    attacker_registry, _ = code_registry(attacker, json_tool("offered", signal_offered))
+    forged = asyncio.ensure_future(run_code(attacker_registry, FORGE.format(stolen=stolen),
+                                            call_id="attacker"))
+    await asyncio.wait_for(offered.wait(), 30)
+    victim.release.set()
+    result = await victim_run
+    attacked = await forged
+    assert attacked.error is None, attacked.error
+    assert attacked.value["result"] == {  # type: ignore[index]
+        "reached": "kernel_info_reply", "intercepted": None}
+    assert result.error is None and result.value["result"] == [0, 1, 2, 3, 4]  # type: ignore[index]
+    assert victim.counted == [0, 1, 2, 3, 4]
+    victim_log.settlement()
+    assert not await harness.finish()
+
+
+PLANT = """\
+import asyncio, zmq, zmq.asyncio
+from jupyter_client.session import Session
+stolen = {stolen!r}
+context = zmq.asyncio.Context()
+shell = context.socket(zmq.DEALER)
+shell.connect(f"ipc://{{stolen['ip']}}-{{stolen['shell_port']}}")
+session = Session(key=stolen["key"].encode())
+code = "import builtins; builtins.dsh_planted = True"
+session.send(shell, "execute_request", {{"code": code, "silent": True, "store_history": False,
+             "user_expressions": {{}}, "allow_stdin": False, "stop_on_error": True}})
+reply = await asyncio.wait_for(shell.recv_multipart(), 10)
+shell.close(0)
+context.term()
+return session.deserialize(session.feed_identities(reply)[1])["content"]["status"]
+"""
+
+
+async def test_a_pooled_kernel_that_saw_foreign_traffic_is_discarded(
+        harness: Harness, caplog: pytest.LogCaptureFixture) -> None:
+    """Code planted in the idle pooled kernel (with its stolen key) never runs in the next
+    run: the kernel published on iopub for a request that was not the host's, so the pool
+    discards it and the run gets a fresh kernel."""
+    runtime = await harness.runtime(pool_size=1)
+    assert runtime._pool is not None
+    await runtime._pool.wait_filled()
+    pooled = runtime._pool._ready[0]
+    info = pooled.process.connection_info
+    stolen = {"ip": info["ip"], "shell_port": info["shell_port"], "key": info["key"]}
+    attacker_registry, _ = code_registry(await harness.runtime(sandbox=None))
+    planted = await run_code(attacker_registry, PLANT.format(stolen=stolen), call_id="attacker")
+    assert planted.error is None and planted.value["result"] == "ok"  # type: ignore[index]
+    registry, _ = code_registry(runtime)
+    check = "import builtins, os\nreturn [hasattr(builtins, 'dsh_planted'), os.getcwd()]"
+    result = await run_code(registry, check, call_id="next")
+    assert result.error is None, result.error
+    value = result.value["result"]  # type: ignore[index]
+    assert value[0] is False, "the planted code ran in the next run"
+    assert value[1] != str(pooled.workspace.cwd)
+    assert "saw traffic other than the host's" in caplog.text
+    assert not hasattr(builtins, "dsh_planted")
+    assert not await harness.finish()

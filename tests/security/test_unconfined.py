@@ -1,0 +1,87 @@
+"""Where kernels cannot be confined: one clear warning, the documented exposure, and the
+two explicit choices (``sandbox="required"`` fails, ``sandbox=None`` is silent).
+
+The platform is real, not simulated: the script below runs in a user namespace whose
+``max_user_namespaces`` is 0, so creating the kernels' namespaces fails there as it does
+in a container that forbids them.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from dsh_jupyter.kernel.sandbox import confinement_problem
+
+pytestmark = [pytest.mark.kernel, pytest.mark.timeout(120)]
+
+SCRIPT = textwrap.dedent("""\
+    import asyncio, json, os, sys, warnings
+    from dsh_jupyter import AbortSignal, CodeModeError
+    from dsh_jupyter.kernel import KernelRuntime, KernelRuntimeConfig
+    from dsh_jupyter.kernel.sandbox import UnconfinedWarning
+
+    PROGRAM = '''
+    import os
+    return {"pid": os.getpid(), "host visible": os.path.exists("/proc/%d" % HOST),
+            "host file": open(HOST_FILE).read(12)}
+    '''.replace("HOST_FILE", repr(sys.argv[1])).replace("HOST", str(os.getpid()))
+
+    async def run(**options):
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            async with KernelRuntime(KernelRuntimeConfig(pool_size=0, **options)) as runtime:
+                first = await runtime.run(PROGRAM, {}, AbortSignal.never())
+                await runtime.run("return 1", {}, AbortSignal.never())
+        messages = [str(w.message) for w in caught if issubclass(w.category, UnconfinedWarning)]
+        return {"confined": runtime.confined, "warnings": messages, "value": first.value}
+
+    async def main():
+        report = {"auto": await run(), "none": await run(sandbox=None)}
+        try:
+            await run(sandbox="required")
+            report["required"] = "ran"
+        except CodeModeError as error:
+            report["required"] = str(error)
+        print(json.dumps(report))
+
+    asyncio.run(main())
+    """)
+
+
+@pytest.mark.skipif(shutil.which("unshare") is None, reason="needs util-linux's unshare")
+@pytest.mark.skipif(confinement_problem() is not None,
+                    reason="user namespaces are unavailable: cannot build the test platform")
+def test_a_platform_without_user_namespaces(tmp_path: Path) -> None:
+    script = tmp_path / "unconfined.py"
+    script.write_text(SCRIPT)
+    host_file = tmp_path / "host-file.txt"
+    host_file.write_text("host secret: not for programs")
+    inner = (f"echo 0 > /proc/sys/user/max_user_namespaces && "
+             f"exec {sys.executable} {script} {host_file}")
+    done = subprocess.run(["unshare", "--user", "--map-root-user", "sh", "-c", inner],
+                          capture_output=True, text=True, timeout=100, check=False,
+                          env={**os.environ, "PYTHONWARNINGS": "default"})
+    assert done.returncode == 0, done.stderr[-3000:]
+    report = json.loads(done.stdout.strip().splitlines()[-1])
+
+    auto = report["auto"]
+    assert auto["confined"] is False
+    assert len(auto["warnings"]) == 1  # one per runtime, not per run
+    warning = auto["warnings"][0]
+    assert "kernels run unconfined" in warning and "user namespaces" in warning
+    assert "every file this user can" in warning and "sandbox='required'" in warning
+    # ... and the documented exposure is what happens:
+    assert auto["value"]["host visible"] is True
+    assert auto["value"]["host file"] == "host secret:"
+    assert auto["value"]["pid"] != 2
+
+    assert report["none"]["confined"] is False and report["none"]["warnings"] == []
+    assert report["required"].startswith("sandbox='required', but kernels cannot be confined")
