@@ -111,7 +111,8 @@ SUMMARIES: dict[str, str] = {
     "CodeRunResult": "What a run produced: `logs` (one entry per printed line), `value`, "
                      "and `failure` (`None` on success).",
     "CodeRunFailure": "Why a run failed: `kind` (`exception`, `timeout`, `abort`, "
-                      "`kernel-exit`, `invalid-output`, `output-limit`) and `message`.",
+                      "`kernel-exit`, `invalid-output`, `output-limit`, `call-limit`) and "
+                      "`message`.",
     # agents
     "ChatModel": "Protocol of a chat model: `name` and "
                  "`async complete(request, *, signal) -> ModelResponse`.",

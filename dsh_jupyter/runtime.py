@@ -19,10 +19,12 @@ from .abort import AbortSignal
 from .json_value import JsonValue
 
 FailureKind = Literal[
-    "exception", "timeout", "abort", "kernel-exit", "invalid-output", "output-limit"
+    "exception", "timeout", "abort", "kernel-exit", "invalid-output", "output-limit",
+    "call-limit",
 ]
 FAILURE_KINDS: tuple[FailureKind, ...] = (
-    "exception", "timeout", "abort", "kernel-exit", "invalid-output", "output-limit"
+    "exception", "timeout", "abort", "kernel-exit", "invalid-output", "output-limit",
+    "call-limit",
 )
 
 Binding = Callable[[JsonValue], Awaitable[JsonValue]]

@@ -64,7 +64,8 @@ class CarrierListener:
             if accepted.done() or not hmac.compare_digest(line.rstrip(b"\n"), token.encode()):
                 writer.close()
                 return
-            accepted.set_result(SocketCarrier(reader, writer))
+            accepted.set_result(SocketCarrier(reader, writer,
+                                              max_buffered_bytes=max_message_bytes))
 
         server = await asyncio.start_unix_server(on_connect, path=str(path),
                                                  limit=max_message_bytes)
@@ -96,14 +97,23 @@ class CarrierListener:
 class SocketCarrier:
     """The host end of an accepted, authenticated carrier connection."""
 
-    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, *,
+                 max_buffered_bytes: int) -> None:
         self._reader = reader
         self._writer = writer
+        self._max_buffered = max_buffered_bytes
 
-    def send(self, data: dict[str, Any]) -> None:
-        if not self._writer.is_closing():
-            line = json.dumps(data, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
-            self._writer.write(line.encode("utf-8", "surrogatepass") + b"\n")
+    def send(self, data: dict[str, Any]) -> bool:
+        """Write one line without blocking; ``False`` (nothing written) once more than
+        ``max_buffered_bytes`` wait for a kernel that does not read them."""
+        if self._writer.is_closing():
+            return True  # the kernel closed it; the run goes back to the comm
+        transport = self._writer.transport
+        if transport.get_write_buffer_size() > self._max_buffered:
+            return False
+        line = json.dumps(data, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+        self._writer.write(line.encode("utf-8", "surrogatepass") + b"\n")
+        return True
 
     async def receive(self) -> tuple[object, int] | None:
         """The next message and its size in bytes; ``None`` at EOF; junk decodes to

@@ -6,21 +6,42 @@ use :class:`~.connection.KernelConnection` (zmq sockets built from the
 connection info). A kernel that brings its own channels — a gateway kernel,
 whose channels are one websocket (see ``gateway_connection``) — says so by
 being :class:`HasChannels`.
+
+Sending never blocks and never queues without bound: what the transport cannot
+take now (zmq past its high-water mark, a websocket whose write buffer is full)
+waits in a bounded per-channel *outbox*, sent in order by one flusher task as
+the transport drains. A full outbox drops the message and sets
+:attr:`KernelChannels.overflowed`; for a run that means the kernel is not
+reading its replies (see ``watch``, failure kind ``call-limit``).
 """
 
 from __future__ import annotations
 
-from typing import Any, Protocol, runtime_checkable
+import asyncio
+from collections import deque
+from collections.abc import Awaitable, Callable
+from typing import Any, Final, Generic, Protocol, TypeVar, runtime_checkable
 
 from .wire import Incoming
+
+MAX_WAITING: Final = 1024
+"""The default bound of a channel's outbox, in messages."""
 
 
 class KernelChannels(Protocol):
     """Shell out, iopub in. Incoming messages are untrusted and already decoded."""
 
-    def send_comm(self, comm_id: str, data: dict[str, Any]) -> None:
-        """Send ``data`` on the comm ``comm_id`` (never raises: a gone kernel is the
-        watchdog's business)."""
+    def send_comm(self, comm_id: str, data: dict[str, Any], *,
+                  max_waiting: int = MAX_WAITING) -> None:
+        """Send ``data`` on the comm ``comm_id`` without blocking. If the transport cannot
+        take it now it waits in the outbox; if ``max_waiting`` messages already wait there,
+        it is dropped and :attr:`overflowed` set. Never raises: a gone kernel is the
+        watchdog's business."""
+
+    @property
+    def overflowed(self) -> bool:
+        """Whether :meth:`send_comm` dropped a message because its outbox was full: the
+        kernel is not reading what the host sends (a channel serves one run)."""
 
     def execute(self, code: str) -> str:
         """Send an ``execute_request``; returns its ``msg_id``."""
@@ -41,7 +62,7 @@ class KernelChannels(Protocol):
         """A ``kernel_info`` handshake proving iopub is live. Raises ``TimeoutError``."""
 
     def close(self) -> None:
-        """Stop delivering messages; idempotent."""
+        """Stop delivering messages and drop the outbox (its flusher ends); idempotent."""
 
 
 @runtime_checkable
@@ -50,3 +71,69 @@ class HasChannels(Protocol):
 
     @property
     def channels(self) -> KernelChannels: ...
+
+
+Message = TypeVar("Message")
+
+
+class Outbox(Generic[Message]):
+    """Messages a transport could not take yet, sent in order by one flusher task.
+
+    ``try_send`` hands a message to the transport without blocking and says whether it
+    was taken; ``send`` waits until the transport takes one (it is only ever awaited by
+    the flusher, one message at a time, so the transport's own machinery never queues
+    more than one waiter). Both may raise once the transport is gone: the waiting
+    messages are then dropped, as they could never arrive.
+    """
+
+    def __init__(self, try_send: Callable[[Message], bool],
+                 send: Callable[[Message], Awaitable[None]]) -> None:
+        self._try_send = try_send
+        self._send = send
+        self._waiting: deque[Message] = deque()
+        self._flusher: asyncio.Task[None] | None = None
+        self._closed = False
+
+    def __len__(self) -> int:
+        """How many messages wait for the transport."""
+        return len(self._waiting)
+
+    @property
+    def flushing(self) -> bool:
+        """Whether the flusher task is running (at most one ever is)."""
+        return self._flusher is not None
+
+    def post(self, message: Message, max_waiting: int | None) -> bool:
+        """Send ``message`` now if nothing waits and the transport takes it, else queue it;
+        ``False`` (and ``message`` dropped) when ``max_waiting`` messages already wait
+        (``None``: no bound, for the few requests a session sends itself)."""
+        if self._closed:
+            return True  # the channels are closed: nothing reaches the kernel any more
+        if not self._waiting and self._flusher is None:
+            try:
+                if self._try_send(message):
+                    return True
+            except Exception:
+                return True  # the transport is gone: the watchdog ends the run
+        if max_waiting is not None and len(self._waiting) >= max_waiting:
+            return False
+        self._waiting.append(message)
+        if self._flusher is None:
+            self._flusher = asyncio.get_running_loop().create_task(self._flush())
+        return True
+
+    async def _flush(self) -> None:
+        try:
+            while self._waiting:
+                await self._send(self._waiting.popleft())
+        except Exception:
+            self._waiting.clear()
+        finally:
+            self._flusher = None
+
+    def close(self) -> None:
+        """Drop what waits and stop the flusher; idempotent."""
+        self._closed = True
+        self._waiting.clear()
+        if self._flusher is not None:
+            self._flusher.cancel()

@@ -7,6 +7,14 @@ deep, not a message) is dropped and reported as ``None``. Incoming
 messages are capped by ``ZMQ_MAXMSGSIZE`` (libzmq drops the connection of a
 peer that sends more; :meth:`disconnected` reports that), which bounds what a
 hostile kernel can make the host allocate per message.
+
+Shell sends never wait: they go through a plain (not asyncio) view of the shell
+socket with ``DONTWAIT``. Past zmq's high-water mark (1,000 messages; reached
+when the kernel is too busy to read its replies) the frames wait in an
+:class:`~.channels.Outbox` whose one flusher awaits ``POLLOUT``. pyzmq's asyncio
+socket would instead queue a future per send and rescan that queue on each
+completion: O(n²) on the event loop (a flood of 100,000 replies stalled it for
+minutes).
 """
 
 from __future__ import annotations
@@ -19,6 +27,7 @@ import zmq
 import zmq.asyncio
 from zmq.utils.monitor import parse_monitor_message
 
+from .channels import MAX_WAITING, Outbox
 from .wire import Incoming, WireCodec
 
 
@@ -32,6 +41,12 @@ class KernelConnection:
                                info.get("signature_scheme", "hmac-sha256"))
         self.shell = context.socket(zmq.DEALER)
         self.iopub = context.socket(zmq.SUB)
+        # Sends use this plain view: with DONTWAIT it raises zmq.Again instead of queueing.
+        self._shell_now: zmq.Socket[bytes] = zmq.Socket.shadow(self.shell.underlying)
+        self._writable = zmq.asyncio.Poller()
+        self._writable.register(self.shell, zmq.POLLOUT)
+        self._outbox: Outbox[list[bytes]] = Outbox(self._try_send, self._send_when_writable)
+        self._overflowed = False
         self._monitor: zmq.asyncio.Socket | None = None
         self._closed = False
         try:
@@ -48,13 +63,34 @@ class KernelConnection:
             raise
 
     def send(self, msg_type: str, content: dict[str, Any]) -> str:
-        """Send a request on shell; returns its ``msg_id``."""
+        """Send a request on shell; returns its ``msg_id``. Never blocks; requests are few
+        (one per run plus the handshake), so they wait in the outbox without a bound."""
         msg_id, frames = self.codec.encode(msg_type, content)
-        self.shell.send_multipart(frames, copy=False)
+        self._outbox.post(frames, None)
         return msg_id
 
-    def send_comm(self, comm_id: str, data: dict[str, Any]) -> None:
-        self.send("comm_msg", {"comm_id": comm_id, "data": data})
+    def send_comm(self, comm_id: str, data: dict[str, Any], *,
+                  max_waiting: int = MAX_WAITING) -> None:
+        _, frames = self.codec.encode("comm_msg", {"comm_id": comm_id, "data": data})
+        if not self._outbox.post(frames, max_waiting):
+            self._overflowed = True
+
+    @property
+    def overflowed(self) -> bool:
+        return self._overflowed
+
+    def _try_send(self, frames: list[bytes]) -> bool:
+        try:
+            # zmq checks the high-water mark on the first frame only: a multipart message
+            # is taken whole or not at all.
+            self._shell_now.send_multipart(frames, flags=zmq.DONTWAIT, copy=False)
+        except zmq.Again:
+            return False
+        return True
+
+    async def _send_when_writable(self, frames: list[bytes]) -> None:
+        while not self._try_send(frames):
+            await self._writable.poll()
 
     def execute(self, code: str) -> str:
         return self.send("execute_request", {
@@ -118,6 +154,7 @@ class KernelConnection:
         if self._closed:
             return
         self._closed = True
+        self._outbox.close()
         if self._monitor is not None:
             with contextlib.suppress(zmq.ZMQError):
                 self.iopub.disable_monitor()

@@ -16,6 +16,13 @@ at ``max_message_bytes`` (the websocket is failed with 1009 above it, which
 :meth:`wait_disconnected` reports), and the gateway's own notices are watched:
 a ``restarting``/``dead`` status or a foreign ``shutdown_reply`` mean the kernel
 is gone, an "IOPub ... rate exceeded" notice means the gateway dropped output.
+
+Sends are written to the websocket synchronously (no task or future per send),
+but asyncio's write buffer has no bound of its own: once it is past its
+high-water mark (the gateway is not reading as fast as the host replies), frames
+wait in an :class:`~.channels.Outbox` whose one flusher writes them as the
+buffer drains. What the gateway itself has read but the kernel has not is out
+of the host's sight.
 """
 
 from __future__ import annotations
@@ -34,6 +41,7 @@ from websockets.frames import CloseCode
 from websockets.protocol import State
 from websockets.typing import Subprotocol
 
+from .channels import MAX_WAITING, Outbox
 from .gateway_config import GatewayConfig
 from .wire import DELIMITER, Incoming, WireCodec
 
@@ -59,6 +67,8 @@ class GatewayConnection:
         self._trouble = asyncio.Event()
         self._trouble_reason: str | None = None
         self._never = asyncio.Event()
+        self._outbox: Outbox[str | bytes] = Outbox(self._try_write, self._write_when_drained)
+        self._overflowed = False
 
     @classmethod
     async def open(cls, gateway: GatewayConfig, kernel_id: str, *,
@@ -99,17 +109,37 @@ class GatewayConnection:
 
     def send(self, msg_type: str, content: dict[str, Any], channel: str = "shell") -> str:
         """Send a request; returns its ``msg_id``. Dropped silently once the websocket is
-        not open (the kernel's state then says why)."""
-        msg_id, frames = self._codec.encode(msg_type, content)
-        if self._closed_by_us:
-            return msg_id
-        parts = frames[2:]  # without the delimiter and the (empty) signature
-        data = encode_v1(channel, parts) if self._v1 else encode_legacy(channel, parts)
-        broadcast([self._ws], data)  # synchronous and ordered; skips a closing socket
+        not open (the kernel's state then says why). Requests are few (one per run plus
+        the handshake), so they wait in the outbox without a bound."""
+        msg_id, data = self._frame(msg_type, content, channel)
+        self._outbox.post(data, None)
         return msg_id
 
-    def send_comm(self, comm_id: str, data: dict[str, Any]) -> None:
-        self.send("comm_msg", {"comm_id": comm_id, "data": data})
+    def send_comm(self, comm_id: str, data: dict[str, Any], *,
+                  max_waiting: int = MAX_WAITING) -> None:
+        _, frame = self._frame("comm_msg", {"comm_id": comm_id, "data": data}, "shell")
+        if not self._outbox.post(frame, max_waiting):
+            self._overflowed = True
+
+    @property
+    def overflowed(self) -> bool:
+        return self._overflowed
+
+    def _frame(self, msg_type: str, content: dict[str, Any],
+               channel: str) -> tuple[str, str | bytes]:
+        msg_id, frames = self._codec.encode(msg_type, content)
+        parts = frames[2:]  # without the delimiter and the (empty) signature
+        return msg_id, encode_v1(channel, parts) if self._v1 else encode_legacy(channel, parts)
+
+    def _try_write(self, data: str | bytes) -> bool:
+        transport = self._ws.transport
+        if transport.get_write_buffer_size() > transport.get_write_buffer_limits()[1]:
+            return False  # writing is paused: the gateway is behind
+        broadcast([self._ws], data)  # synchronous and ordered; skips a closing socket
+        return True
+
+    async def _write_when_drained(self, data: str | bytes) -> None:
+        await self._ws.send(data)  # writes, then waits until the buffer drains
 
     def execute(self, code: str) -> str:
         return self.send("execute_request", {
@@ -231,6 +261,7 @@ class GatewayConnection:
         it sends reaches the host. The close handshake finishes in :meth:`aclose`."""
         self._closed_by_us = True
         self._ended = True
+        self._outbox.close()
 
     async def aclose(self) -> None:
         self.close()

@@ -1,9 +1,14 @@
 """Executing one program on a prepared kernel and watching it until it settles.
 
-Three watchers race to *settle* the run, and the first one wins:
+Four watchers race to *settle* the run, and the first one wins:
 
 - the iopub reader: the kernel's ``done`` message (result or program failure),
-  the program cell going idle without one, or output over the budget;
+  the program cell going idle without one, output over the budget, or the
+  program closing its tools comm (``kernel-exit``: neither calls nor its result
+  could reach the host any more);
+- the bridge's replies: more than ``max_pending_calls`` of them waiting for the
+  kernel to read them (``call-limit``: the program fires calls without reading
+  their results; see ``channels``);
 - the watchdog (every 50 ms): wall budget, compute budget (CPU of the local
   kernel's process tree, read every 250 ms), kernel death;
 - the caller's signals (``abort``) and iopub being dropped for an oversized
@@ -39,6 +44,9 @@ MODULE_NAME: Final = "_dsh_jupyter_inkernel"
 POLL_SECONDS: Final = 0.05
 CPU_EVERY_POLLS: Final = 5
 DISCONNECT_SETTLE_SECONDS: Final = 0.2
+TURN_SECONDS: Final = 0.005
+CLOSED_COMM: Final = ("the program closed its tools channel: tool calls and its result can no "
+                      "longer reach the host")
 
 
 class _Idle:
@@ -111,16 +119,25 @@ class RunWatch:
 
     def _reply(self, message: HostMessage) -> None:
         carrier = self._session.carrier
+        limit = self._config.max_pending_calls
         if carrier is not None and not self._carrier_closed:
-            carrier.send(dict(message))
+            if not carrier.send(dict(message)):
+                self._fail("call-limit", "the program sent tool calls faster than it read "
+                           "their replies (the socket's buffer is full): await the calls, or "
+                           "gather them in smaller batches")
             return
         comm_id = self._session.comm_id
         assert comm_id is not None
-        self._session.connection.send_comm(comm_id, dict(message))
+        connection = self._session.connection
+        connection.send_comm(comm_id, dict(message), max_waiting=limit)
+        if connection.overflowed:
+            self._fail("call-limit", f"the program sent tool calls faster than it read their "
+                       f"replies (more than {limit} waiting): await the calls, or gather them "
+                       "in smaller batches")
 
     async def _read_carrier(self, carrier: SocketCarrier) -> None:
         """Calls over the local socket (when negotiated): the same rules as comm messages."""
-        received = 0
+        turn = _Turn()
         while True:
             try:
                 incoming = await carrier.receive()
@@ -131,9 +148,7 @@ class RunWatch:
             if incoming is None:
                 self._carrier_closed = True  # the kernel closed it: back to the comm
                 return
-            received += 1
-            if received % 64 == 0:
-                await asyncio.sleep(0)
+            await turn.take()
             if not self._outcome.done():
                 done = self._bridge.receive(*incoming)
                 if done is not None:
@@ -141,12 +156,10 @@ class RunWatch:
 
     async def _read(self) -> None:
         connection = self._session.connection
-        received = 0
+        turn = _Turn()
         while True:
             message = await connection.recv_iopub()
-            received += 1
-            if received % 64 == 0:
-                await asyncio.sleep(0)  # a flood of ready messages must not starve the loop
+            await turn.take()
             if message is not None:
                 self._handle(message)
             if self._log.over_limit:
@@ -156,6 +169,12 @@ class RunWatch:
 
     def _handle(self, message: Incoming) -> None:
         msg_type, content = message.msg_type, message.content
+        if msg_type == "comm_close":
+            # The kernel drops what is sent on a closed comm: calls would wait for
+            # replies, and the result for the host, until the wall budget.
+            if content.get("comm_id") == self._session.comm_id:
+                self._fail("kernel-exit", CLOSED_COMM)
+            return
         if msg_type == "comm_msg":
             # After settlement nothing from the kernel reaches the bridge (no new calls).
             if content.get("comm_id") == self._session.comm_id and not self._outcome.done():
@@ -271,6 +290,22 @@ class RunWatch:
                 kind="output-limit", message=f"the program's output and return value passed the "
                 f"{self._config.max_output_bytes} byte limit"))
         return CodeRunResult(logs=logs, value=value)
+
+
+class _Turn:
+    """A reader's share of the event loop. Awaiting a message that is already there does
+    not yield, so a flood of ready messages would hold the loop (and every other run)
+    for as long as it lasts: :meth:`take` yields once the reader has held it for
+    :data:`TURN_SECONDS`."""
+
+    def __init__(self) -> None:
+        self._loop = asyncio.get_running_loop()
+        self._since = self._loop.time()
+
+    async def take(self) -> None:
+        if self._loop.time() - self._since >= TURN_SECONDS:
+            await asyncio.sleep(0)
+            self._since = self._loop.time()
 
 
 async def _quietly(work: Coroutine[Any, Any, None]) -> None:
