@@ -84,9 +84,13 @@ def _describe(value: object) -> str:
 def snapshot_json(value: object, *, freeze: bool = True) -> JsonValue:
     """Detach ``value`` as lossless JSON (frozen unless ``freeze=False``).
 
-    Raises :class:`NotJsonError` naming the first offending path.
+    Raises :class:`NotJsonError` naming the first offending path. Linear in the size of
+    the value whatever its shape (paths are built only for the error).
     """
-    scalar = _scalar(value, "")
+    try:
+        scalar = _scalar(value)
+    except _Problem as problem:
+        raise NotJsonError("", problem.text) from None
     if scalar is not _CONTAINER:
         return scalar  # type: ignore[return-value]
     if type(value) is dict or type(value) is FrozenDict:
@@ -96,42 +100,68 @@ def snapshot_json(value: object, *, freeze: bool = True) -> JsonValue:
     dict_cls: type[dict[str, Any]] = FrozenDict if freeze else dict
     list_cls: type[list[Any]] = FrozenList if freeze else list
     active: set[int] = set()
-    # Each frame: (source container, path, pending output items, iterator).
+    # Each frame: (source container, its path node, pending output items, iterator). A path
+    # node is (parent node, key): rendered as text only when a problem is found.
     root_out: list[Any] = []
-    stack: list[tuple[object, str, list[Any], Iterator[Any]]] = []
+    stack: list[tuple[object, _PathNode, list[Any], Iterator[Any]]] = []
 
-    def open_frame(container: object, path: str) -> None:
+    def open_frame(container: object, node: _PathNode) -> None:
         if id(container) in active:
-            raise NotJsonError(path, "is part of a reference cycle")
+            raise NotJsonError(_render(node), "is part of a reference cycle")
         active.add(id(container))
         if isinstance(container, dict):
-            stack.append((container, path, [], iter(container.items())))
-        else:
-            stack.append((container, path, [], iter(enumerate(cast(list[Any], container)))))
-
-    open_frame(value, "")
-    while stack:
-        container, path, out, items = stack[-1]
-        for item in items:
-            if isinstance(container, dict):
-                key, child = item
-                if not isinstance(key, str):
-                    raise NotJsonError(path, f"has a non-string key {key!r} ({_describe(key)})")
-                child_path = join_path(path, key)
+            flat_object = _flat_object(container)
+            if flat_object is not None:  # built when popped, from the copy
+                stack.append((container, node, [(_FLAT, flat_object)], iter(())))
             else:
-                key, child = item
-                child_path = join_path(path, key)
-            converted = _scalar(child, child_path)
+                stack.append((container, node, [], iter(container.items())))
+            return
+        items = cast(list[Any], container)
+        flat = _flat_list(items)
+        if flat is not None:  # nothing to walk: the frame is built when it is popped
+            stack.append((container, node, [(_FLAT, flat)], iter(())))
+        else:
+            stack.append((container, node, [], iter(enumerate(items))))
+
+    open_frame(value, None)
+    while stack:
+        container, node, out, items = stack[-1]
+        is_dict = isinstance(container, dict)
+        for key, child in items:
+            if is_dict and not isinstance(key, str):
+                raise NotJsonError(_render(node),
+                                   f"has a non-string key {key!r} ({_describe(key)})")
+            try:
+                converted = _scalar(child)
+            except _Problem as problem:
+                raise NotJsonError(_render((node, key)), problem.text) from None
             if converted is _CONTAINER:
+                # A container of scalars alone (most rows of a table) needs no frame, and
+                # cannot be part of a cycle.
+                if isinstance(child, dict):
+                    flat_object = _flat_object(child)
+                    if flat_object is not None:
+                        out.append((key, dict_cls(flat_object)))
+                        continue
+                else:
+                    flat_list = _flat_list(cast(list[Any], child))
+                    if flat_list is not None:
+                        out.append((key, list_cls(flat_list)))
+                        continue
                 out.append((key, None))
-                open_frame(child, child_path)
+                open_frame(child, (node, key))
                 break
             out.append((key, converted))
         else:
             stack.pop()
             active.discard(id(container))
-            built: Any = (dict_cls(out) if isinstance(container, dict)
-                          else list_cls(v for _, v in out))
+            built: Any
+            if out and out[0][0] is _FLAT:
+                built = (dict_cls if is_dict else list_cls)(out[0][1])
+            elif is_dict:
+                built = dict_cls(out)
+            else:
+                built = list_cls(v for _, v in out)
             if stack:
                 parent_out = stack[-1][2]
                 k, _ = parent_out[-1]
@@ -142,11 +172,34 @@ def snapshot_json(value: object, *, freeze: bool = True) -> JsonValue:
     return result
 
 
+_PathNode = tuple[Any, "str | int"] | None
+
+
+def _render(node: _PathNode) -> str:
+    keys: list[str | int] = []
+    while node is not None:
+        node, key = node
+        keys.append(key)
+    path = ""
+    for key in reversed(keys):
+        path = join_path(path, key)
+    return path
+
+
+class _Problem(Exception):
+    """A node is not lossless JSON (the caller adds where)."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+
+
 class _Container:
     pass
 
 
 _PLAIN_SCALARS = (str, int, bool, type(None))
+_PLAIN_SCALAR_SET = frozenset(_PLAIN_SCALARS)
+_FLAT: Any = object()
 
 
 def _flat_object(value: dict[Any, Any]) -> dict[str, Any] | None:
@@ -158,16 +211,30 @@ def _flat_object(value: dict[Any, Any]) -> dict[str, Any] | None:
     return dict(value)
 
 
+def _flat_list(value: list[Any]) -> list[Any] | None:
+    """Fast path for an array of plain scalars and finite floats (a column of numbers):
+    its element types are collected in C. ``None`` when it needs the general walk (which
+    also names the index of a problem)."""
+    kinds = set(map(type, value))
+    if kinds <= _PLAIN_SCALAR_SET:
+        return list(value)
+    if kinds <= _PLAIN_SCALAR_SET | {float}:
+        floats = [x for x in value if type(x) is float]
+        if all(math.isfinite(x) and (x != 0.0 or math.copysign(1.0, x) > 0) for x in floats):
+            return list(value)
+    return None
+
+
 _CONTAINER: Any = _Container()
 
 
-def _scalar(value: object, path: str) -> object:
+def _scalar(value: object) -> object:
     # Exact-type fast paths first: this runs once per JSON node.
     cls = type(value)
     if cls is str or value is None or cls is bool or cls is int:
         return value
     if cls is float:
-        return _check_float(value, path)  # type: ignore[arg-type]
+        return _check_float(value)  # type: ignore[arg-type]
     if cls is dict or cls is FrozenDict or cls is list or cls is FrozenList:
         return _CONTAINER
     if isinstance(value, bool):
@@ -177,21 +244,21 @@ def _scalar(value: object, path: str) -> object:
     if isinstance(value, int):
         return int(value)
     if isinstance(value, float):
-        return _check_float(float(value), path)
+        return _check_float(float(value))
     if isinstance(value, dict | list):
         return _CONTAINER
     if isinstance(value, tuple):
-        raise NotJsonError(path, "is a tuple, not a JSON array: pass a list")
-    raise NotJsonError(path, f"is a {_describe(value)}, which is not a JSON value")
+        raise _Problem("is a tuple, not a JSON array: pass a list")
+    raise _Problem(f"is a {_describe(value)}, which is not a JSON value")
 
 
-def _check_float(value: float, path: str) -> float:
+def _check_float(value: float) -> float:
     if math.isnan(value):
-        raise NotJsonError(path, "is NaN, which is not lossless JSON")
+        raise _Problem("is NaN, which is not lossless JSON")
     if math.isinf(value):
-        raise NotJsonError(path, "is infinite, which is not lossless JSON")
+        raise _Problem("is infinite, which is not lossless JSON")
     if value == 0.0 and math.copysign(1.0, value) < 0:
-        raise NotJsonError(path, "is -0.0, which is not lossless JSON (it reads back as 0)")
+        raise _Problem("is -0.0, which is not lossless JSON (it reads back as 0)")
     return value
 
 

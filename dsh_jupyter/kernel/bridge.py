@@ -127,13 +127,14 @@ class Bridge:
             return
         try:
             self._send(message)
-        except UnicodeError:
-            # A lone surrogate cannot be encoded: fail the call rather than leave the program
-            # waiting for its reply until the wall budget (the message names no content).
+        except (UnicodeError, RecursionError) as error:
+            # The value cannot be encoded: fail the call rather than leave the program waiting
+            # for its reply until the wall budget (the message names no content).
+            why = ("it holds a string that is not valid Unicode (a lone surrogate)"
+                   if isinstance(error, UnicodeError) else "it is nested too deeply to encode")
             with contextlib.suppress(Exception):
-                self._send(result_error(message["id"], "the tool's reply cannot be sent to the "
-                                        "kernel: it holds a string that is not valid Unicode "
-                                        "(a lone surrogate)"))
+                self._send(result_error(message["id"], f"the tool's reply cannot be sent to "
+                                        f"the kernel: {why}"))
         except Exception:
             pass  # a failed send means the kernel is gone: the watchdog ends the run
 
