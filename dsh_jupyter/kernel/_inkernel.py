@@ -17,10 +17,17 @@ Inside the program::
 Messages (the shapes are mirrored by ``dsh_jupyter.kernel.protocol``)::
 
     kernel -> host  {"kind": "call", "id", "name", "args"}
+                    {"kind": "call", "id", "name", "framed": true}
                     {"kind": "done", "ok": true, "value"}
+                    {"kind": "done", "ok": true, "framed": true}
                     {"kind": "done", "ok": false, "error", "message"}
+                    {"kind": "frame", "for": "call" | "done", "id"?, "text"}
     host -> kernel  {"kind": "result", "id", "ok": true, "value"}
                     {"kind": "result", "id", "ok": false, "message"}
+
+Arguments and return values whose JSON is over :data:`FRAME_BYTES` travel as
+*frames* first (see :func:`frame_texts`), so that no message is large and the
+host can build the value a frame at a time without holding its event loop.
 
 A call awaits a future that the comm's ``on_msg`` handler resolves, so the
 program must await on the kernel's event loop (ipykernel >= 7.4 delivers comm
@@ -51,6 +58,9 @@ PROGRAM_FILENAME = "<program>"
 MIN_IPYKERNEL = (7, 4)
 OUTPUT_CHUNK = 64 * 1024
 MAX_DEPTH = 500
+FRAME_BYTES = 256 * 1024
+MAX_MESSAGE_TEXT = 128 * 1024
+STRING_PIECE = FRAME_BYTES // 8  # characters: escaped, at most 6 bytes each
 
 JsonValue = Any  # the kernel side checks values at run time (see json_problem)
 
@@ -113,14 +123,26 @@ class Bridge:
 
     async def call(self, name: str, args: JsonValue) -> JsonValue:
         problem = json_problem(args)
-        if problem is not None:
+        text = None
+        if problem is None:
+            try:
+                text = compact_json(args)
+            except (ValueError, RecursionError) as error:
+                problem = f"they cannot be encoded ({type(error).__name__}: {error})"
+        if problem is not None or text is None:
             raise TypeError(f"arguments for tool {name!r} are not JSON: {problem}")
         call_id = str(next(self._ids))
         pending = _Pending(name, asyncio.get_running_loop())
         self._pending[call_id] = pending
         try:
-            message: CallMessage = {"kind": "call", "id": call_id, "name": name, "args": args}
-            self._send(dict(message))
+            if len(text) > FRAME_BYTES:
+                for frame in frame_texts(args):
+                    self._send({"kind": "frame", "for": "call", "id": call_id, "text": frame})
+                self._send({"kind": "call", "id": call_id, "name": name, "framed": True})
+            else:
+                message: CallMessage = {"kind": "call", "id": call_id, "name": name,
+                                        "args": args}
+                self._send(dict(message))
             return await pending.future
         finally:
             self._pending.pop(call_id, None)
@@ -154,7 +176,14 @@ class Bridge:
         else:
             pending.loop.call_soon_threadsafe(settle)
 
-    def done(self, message: DoneOkMessage | DoneErrorMessage) -> None:
+    def done(self, message: DoneOkMessage | DoneErrorMessage, text: str | None = None) -> None:
+        """Report the end of the run (over the comm, after the output); ``text`` is the
+        value's compact JSON when it is large enough to go as frames."""
+        if message.get("ok") is True and text is not None and len(text) > FRAME_BYTES:
+            for frame in frame_texts(message.get("value")):
+                self._comm_send({"kind": "frame", "for": "done", "text": frame})
+            self._comm_send({"kind": "done", "ok": True, "framed": True})
+            return
         self._comm_send(dict(message))
 
     async def _connect(self, path: str, token: str) -> None:
@@ -285,6 +314,8 @@ def json_problem(value: object) -> str | None:
             if number == 0.0 and math.copysign(1.0, number) < 0:
                 return f"{_where(path)} is -0.0, which does not survive JSON"
             continue
+        if cls is list and _plain_list(item):  # type: ignore[arg-type]
+            continue  # a column of plain scalars: checked in C, nothing to walk
         if cls is dict or cls is list:
             if id(item) in active:
                 return f"{_where(path)} is part of a reference cycle"
@@ -309,6 +340,20 @@ def json_problem(value: object) -> str | None:
 
 
 _Path = tuple[Any, "str | int"] | None
+_PLAIN = frozenset((str, int, bool, type(None)))
+
+
+def _plain_list(items: list[object]) -> bool:
+    """Whether ``items`` holds only plain scalars and JSON-safe floats (types checked in C;
+    a list that is not skips nothing: the walk then names the problem)."""
+    if len(items) < 64:
+        return False
+    kinds = set(map(type, items))
+    if kinds <= _PLAIN:
+        return True
+    return kinds <= _PLAIN | {float} and all(
+        math.isfinite(x) and (x or math.copysign(1.0, x) > 0)
+        for x in items if type(x) is float)
 
 
 def _where(path: _Path) -> str:
@@ -439,16 +484,17 @@ class Runtime:
         except BaseException as error:  # the program's failure is data, whatever it is
             self._finish({
                 "kind": "done", "ok": False, "error": "exception",
-                "message": format_exception(error),
+                "message": clip(format_exception(error)),
             })
             return
         problem = json_problem(value)
+        text = ""
         if problem is None:
             try:
-                size = len(json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode(
-                    "utf-8", "surrogatepass"))
+                text = compact_json(value)
             except (ValueError, RecursionError, MemoryError) as error:
                 problem = f"it cannot be encoded ({type(error).__name__}: {error})"
+        size = len(text.encode("utf-8", "surrogatepass"))
         if problem is not None:
             self._finish({
                 "kind": "done", "ok": False, "error": "invalid-output",
@@ -462,14 +508,103 @@ class Runtime:
                 " byte output limit",
             })
             return
-        self._finish({"kind": "done", "ok": True, "value": value})
+        self._finish({"kind": "done", "ok": True, "value": value}, text)
 
-    def _finish(self, message: DoneOkMessage | DoneErrorMessage) -> None:
+    def _finish(self, message: DoneOkMessage | DoneErrorMessage, text: str | None = None) -> None:
         # Flush first: stream messages then precede "done" on iopub.
         for stream in (sys.stdout, sys.stderr):
             with contextlib.suppress(Exception):
                 stream.flush()
-        self.bridge.done(message)
+        self.bridge.done(message, text)
+
+
+def compact_json(value: JsonValue) -> str:
+    """The compact JSON the host counts (non-ASCII kept, no spaces)."""
+    return json.dumps(value, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+
+
+def clip(text: str) -> str:
+    """A failure message short enough for one message (the host caps message size)."""
+    if len(text) <= MAX_MESSAGE_TEXT:
+        return text
+    return text[:MAX_MESSAGE_TEXT] + f"… ({len(text) - MAX_MESSAGE_TEXT} more characters)"
+
+
+def frame_texts(value: JsonValue) -> list[str]:
+    """``value`` as frames: JSON arrays of operations, each about :data:`FRAME_BYTES` at
+    most, that the host applies in order to rebuild it::
+
+        ["v", X]     a complete value        ["a"] / ["o"]  open an array / object
+        ["e", [..]]  more array elements     ["m", {..}]    more object members
+        ["k", K]     the next member's key   ["c"]          close the open container
+        ["s", S]     a piece of a long string, ended by ["t"] (a value) or ["K"] (a key)
+
+    Containers too big for one frame are opened, filled with slices that fit (their
+    size found by halving), and closed; serialising a slice is C work, so a flat list of
+    millions of numbers costs little more than one ``json.dumps``."""
+    frames: list[str] = []
+    ops: list[str] = []
+    used = 0
+
+    def put(op: str) -> None:
+        nonlocal used
+        if ops and used + len(op) + 1 > FRAME_BYTES:
+            frames.append("[" + ",".join(ops) + "]")
+            ops.clear()
+            used = 0
+        ops.append(op)
+        used += len(op) + 1
+
+    def put_string(text: str, end: str) -> None:
+        for start in range(0, len(text), STRING_PIECE):
+            put('["s",' + compact_json(text[start:start + STRING_PIECE]) + "]")
+        put(end)
+
+    # A task: ("v", value) | ("op", text) | ("e", list, start, size) | ("m", items, start, size)
+    tasks: list[tuple[Any, ...]] = [("v", value)]
+    while tasks:
+        task = tasks.pop()
+        kind = task[0]
+        if kind == "op":
+            put(task[1])
+        elif kind == "v":
+            item = task[1]
+            text = compact_json(item)
+            if len(text) <= FRAME_BYTES:
+                put('["v",' + text + "]")
+            elif type(item) is str:
+                put_string(item, '["t"]')
+            elif type(item) is list:
+                put('["a"]')
+                tasks += [("op", '["c"]'), ("e", item, 0, 1024)]
+            else:
+                put('["o"]')
+                tasks += [("op", '["c"]'), ("m", list(item.items()), 0, 1024)]
+        else:
+            _, items, start, size = task
+            if start >= len(items):
+                continue
+            chunk = items[start:start + size]
+            text = compact_json(chunk if kind == "e" else dict(chunk))
+            if len(text) <= FRAME_BYTES:
+                put(f'["{kind}",' + text + "]")
+                grown = size * 2 if len(text) < FRAME_BYTES // 2 else size
+                tasks.append((kind, items, start + len(chunk), grown))
+            elif size > 1:
+                tasks.append((kind, items, start, size // 2))
+            elif kind == "e":  # one element too big: build it in place, then go on
+                tasks += [(kind, items, start + 1, 1), ("v", items[start])]
+            else:
+                key, member = items[start]
+                tasks += [(kind, items, start + 1, 1), ("v", member)]
+                key_text = compact_json(key)
+                if len(key_text) <= FRAME_BYTES:
+                    tasks.append(("op", '["k",' + key_text + "]"))
+                else:
+                    put_string(key, '["K"]')
+    if ops:
+        frames.append("[" + ",".join(ops) + "]")
+    return frames
 
 
 def _has_pending_output(stream: Any) -> bool:

@@ -1,7 +1,7 @@
 """The keeper: a tiny parent for a stock-launched local kernel (standard library only).
 
 Run as ``python -I -S -c <this source> [--as BYTES] [--nofile N] [--cpu SECONDS]
-[--confine CONFINE_PY PLAN_JSON] -- KERNEL_ARGV...`` (``--confine``: the kernel
+[--nice N] [--confine CONFINE_PY PLAN_JSON] -- KERNEL_ARGV...`` (``--confine``: the kernel
 runs in its own namespaces, see ``_confine.py``; the keeper stays outside).
 It makes itself a child *subreaper* (``PR_SET_CHILD_SUBREAPER``), so every
 orphan the kernel leaves behind (``start_new_session`` children, double forks)
@@ -21,15 +21,16 @@ import signal
 import sys
 import types
 
+PR_SET_PDEATHSIG = 1
 PR_SET_CHILD_SUBREAPER = 36
 
 
-def _set_subreaper() -> None:
+def _prctl(option: int, value: int) -> None:
     try:
         import ctypes
 
         libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+        libc.prctl(option, value, 0, 0, 0)
     except Exception:  # not Linux: the host still kills the process group
         pass
 
@@ -79,6 +80,7 @@ def main(argv: list[str]) -> int:
     import resource
 
     confine: tuple[str, dict[str, object]] | None = None
+    nice = 0
     while argv and argv[0] != "--":
         if argv[0] == "--confine":
             confine, argv = (argv[1], json.loads(argv[2])), argv[3:]
@@ -91,17 +93,27 @@ def main(argv: list[str]) -> int:
             limits.append((resource.RLIMIT_NOFILE, value, value))
         elif option == "--cpu":  # SIGXCPU at the limit; SIGKILL a second later if handled
             limits.append((resource.RLIMIT_CPU, value, value + 1))
+        elif option == "--nice":
+            nice = value
     command = argv[1:]
-    _set_subreaper()
+    _prctl(PR_SET_CHILD_SUBREAPER, 1)
+    _prctl(PR_SET_PDEATHSIG, signal.SIGKILL)  # a host killed outright takes its kernels along
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     kernel = os.fork()
     if kernel == 0:
         try:
+            _prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
             signal.signal(signal.SIGINT, signal.SIG_DFL)
             if confine is not None:
                 _load_confine(confine[0]).enter(confine[1])  # returns in the confined kernel
             for which, soft, hard in limits:
                 resource.setrlimit(which, (soft, hard))
+            # Below the host, whose event loop must stay responsive (see _forkserver's
+            # lower_priority: the session's autogroup too).
+            with contextlib.suppress(OSError):
+                os.nice(nice)
+            with contextlib.suppress(OSError), open("/proc/self/autogroup", "w") as group:
+                group.write(str(nice))
             os.execvp(command[0], command)
         finally:
             os._exit(127)

@@ -7,6 +7,11 @@ error; a call reusing the id of a call still in flight is dropped. Each valid
 call runs its binding in its own task, so calls overlap when the program
 gathers them; how much they overlap is the bindings' business.
 
+Large arguments and results arrive as frames first (see ``frames``): each frame
+is applied as it comes, so no step costs more than one frame. The frames of all
+calls being assembled share ``max_call_bytes``; a result's frames are bounded by
+``max_value_bytes``.
+
 Quiescence: when the run ends, :meth:`Bridge.stop` stops dispatching and
 replying and fires :func:`run_signal` for the calls in flight; :meth:`Bridge.drain`
 waits for them to finish. Bindings are cooperative: they are never cancelled, so
@@ -20,16 +25,18 @@ import asyncio
 import contextlib
 import contextvars
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, cast
 
 from ..abort import AbortController
 from ..json_value import JsonValue, NotJsonError, snapshot_json
 from ..runtime import RUN_SIGNAL, Binding, BindingError
 from ..runtime import run_signal as run_signal  # re-exported: dsh_jupyter.kernel.run_signal
+from .frames import FrameError, FrameTooLarge, ValueBuilder
 from .protocol import (
-    CallMessage,
     DoneErrorMessage,
     DoneOkMessage,
+    FrameMessage,
     HostMessage,
     Malformed,
     parse_kernel_message,
@@ -37,16 +44,32 @@ from .protocol import (
     result_ok,
 )
 
+MAX_FAILED_FRAMES = 4096
+
+
+@dataclass(frozen=True, slots=True)
+class BuiltResult:
+    """A result that arrived as frames: already a snapshot, and its compact JSON size."""
+
+    value: JsonValue
+    size: int
+
+
+Done = DoneOkMessage | DoneErrorMessage | BuiltResult
+
 
 class Bridge:
     """Answers the calls of one run with ``bindings``; ``send`` carries replies to the kernel."""
 
     def __init__(self, bindings: Mapping[str, Binding], send: Callable[[HostMessage], None], *,
-                 max_pending_calls: int, max_call_bytes: int) -> None:
+                 max_pending_calls: int, max_call_bytes: int, max_value_bytes: int) -> None:
         self._bindings = dict(bindings)
         self._send = send
         self._max_pending = max_pending_calls
         self._max_call_bytes = max_call_bytes
+        self._result = ValueBuilder(max_value_bytes)
+        self._arguments: dict[str, ValueBuilder] = {}
+        self._failed_frames: set[str] = set()  # calls already answered with an error
         self._inflight: dict[str, asyncio.Task[None]] = {}
         self._end = AbortController()
         self._context = contextvars.copy_context()
@@ -59,9 +82,9 @@ class Bridge:
     def in_flight(self) -> int:
         return len(self._inflight)
 
-    def receive(self, data: object, size: int) -> DoneOkMessage | DoneErrorMessage | None:
+    def receive(self, data: object, size: int) -> Done | None:
         """Handle one message from the kernel (``size`` is its encoded size in bytes).
-        Returns the ``done`` message if this was one; calls are dispatched."""
+        Returns how the run ended if this message says so; calls are dispatched."""
         if self._closed:
             return None
         message = parse_kernel_message(data)
@@ -71,13 +94,67 @@ class Bridge:
             else:
                 self.dropped += 1
             return None
+        if message["kind"] == "frame":
+            return self._frame(message)
         if message["kind"] == "done":
-            return message
-        self._dispatch(message, size)
+            if "framed" not in message:
+                return message
+            try:
+                return BuiltResult(self._result.result(), self._result.size)
+            except FrameError as error:
+                return _result_failure(error)
+        call_id = message["id"]
+        if "framed" not in message:
+            self._dispatch(call_id, message["name"], message["args"], size, frozen=False)
+            return None
+        builder = self._arguments.pop(call_id, None)
+        if call_id in self._failed_frames:
+            self._failed_frames.discard(call_id)  # answered when its frame failed
+        elif builder is None or not builder.complete:
+            self._reply(result_error(call_id, "malformed call: its argument frames are "
+                                     "missing or incomplete"))
+        else:
+            self._dispatch(call_id, message["name"], builder.result(), builder.size, frozen=True)
         return None
 
-    def _dispatch(self, call: CallMessage, size: int) -> None:
-        call_id, name = call["id"], call["name"]
+    def _frame(self, frame: FrameMessage) -> Done | None:
+        call_id = frame["id"]
+        if call_id is None:
+            try:
+                self._result.feed(frame["text"])
+            except FrameError as error:
+                return _result_failure(error)
+            return None
+        if call_id in self._failed_frames:
+            return None
+        builder = self._arguments.get(call_id)
+        if builder is None:
+            if len(self._arguments) >= self._max_pending:
+                self._fail_frames(call_id, f"too many calls in flight (limit "
+                                  f"{self._max_pending})")
+                return None
+            builder = self._arguments[call_id] = ValueBuilder(self._max_call_bytes)
+        assembling = sum(b.size for b in self._arguments.values())
+        builder.limit = max(0, self._max_call_bytes - (assembling - builder.size))
+        try:
+            builder.feed(frame["text"])
+        except FrameTooLarge:
+            self._fail_frames(call_id, f"the call's arguments passed the "
+                              f"{self._max_call_bytes} byte limit (calls being sent at the "
+                              "same time share it)")
+        except FrameError as error:
+            self._fail_frames(call_id, f"malformed call: {error}")
+        return None
+
+    def _fail_frames(self, call_id: str, problem: str) -> None:
+        self._arguments.pop(call_id, None)
+        if len(self._failed_frames) >= MAX_FAILED_FRAMES:
+            self._failed_frames.clear()  # a hostile kernel's ids: a second answer is harmless
+        self._failed_frames.add(call_id)
+        self._reply(result_error(call_id, problem))
+
+    def _dispatch(self, call_id: str, name: str, raw_args: object, size: int, *,
+                  frozen: bool) -> None:
         if call_id in self._inflight:
             self.dropped += 1  # a duplicate id: answering would settle the first call
             return
@@ -94,7 +171,7 @@ class Bridge:
             self._reply(result_error(call_id, problem or "unavailable"))
             return
         try:
-            args = snapshot_json(call["args"], freeze=False)
+            args = cast(JsonValue, raw_args) if frozen else snapshot_json(raw_args, freeze=False)
         except (NotJsonError, RecursionError) as error:
             self._reply(result_error(call_id, f"arguments are not lossless JSON: {error}"))
             return
@@ -161,3 +238,11 @@ async def wait_quietly(tasks: Iterable[asyncio.Future[Any]]) -> None:
         tasks = {task for task in tasks if not task.done()}
     if cancelled:
         raise asyncio.CancelledError
+
+
+def _result_failure(error: FrameError) -> DoneErrorMessage:
+    if isinstance(error, FrameTooLarge):
+        return {"kind": "done", "ok": False, "error": "output-limit",
+                "message": f"the program's return value {error}"}
+    return {"kind": "done", "ok": False, "error": "invalid-output",
+            "message": f"the kernel sent a malformed return value: {error}"}

@@ -47,7 +47,7 @@ class CarrierListener:
         self._handed_out = False
 
     @classmethod
-    async def open(cls, workspace: Workspace, *, max_message_bytes: int,
+    async def open(cls, workspace: Workspace, *, max_message_bytes: int, max_buffered_bytes: int,
                    seconds: float) -> CarrierListener | None:
         """Listen in ``workspace``; ``None`` when its path is too long for a unix socket."""
         path = workspace.root / "tools.sock"
@@ -65,7 +65,7 @@ class CarrierListener:
                 writer.close()
                 return
             accepted.set_result(SocketCarrier(reader, writer,
-                                              max_buffered_bytes=max_message_bytes))
+                                              max_buffered_bytes=max_buffered_bytes))
 
         server = await asyncio.start_unix_server(on_connect, path=str(path),
                                                  limit=max_message_bytes)

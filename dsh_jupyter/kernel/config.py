@@ -35,6 +35,10 @@ class KernelRuntimeConfig:
     - ``max_output_bytes``: UTF-8 bytes of the JSON encoding of every log entry
       plus the return value (compact JSON). Over it, the run fails with
       ``output-limit`` and keeps the log entries that fit.
+    - ``max_buffered_output_bytes`` (per runtime, not per run): what all runs in
+      flight may hold together (each log entry counted with its memory overhead).
+      A run that would pass it fails with ``output-limit``: four floods at once
+      cannot hold four times the memory of one.
     - ``memory_bytes`` / ``open_files``: optional RLIMIT_AS / RLIMIT_NOFILE of
       local kernels (a program over the memory cap gets ``MemoryError``).
 
@@ -59,6 +63,8 @@ class KernelRuntimeConfig:
       kernel only), ``"stock"`` launches through jupyter-client, ``"auto"``
       picks ``"fork"`` when it applies.
     - ``pool_size``: kernels started ahead of need; each still serves one run.
+    - ``kernel_nice``: how far below the host kernels run (``nice``, 0 to 19):
+      a busy program must not take the CPU from the host's event loop.
     - ``carrier``: ``"comm"`` (always works) or ``"socket"``, an opt-in local
       unix socket negotiated over the comm (falls back to the comm when the
       kernel cannot reach it).
@@ -81,10 +87,12 @@ class KernelRuntimeConfig:
     compute_seconds: float = 60.0
     wall_seconds: float = 600.0
     max_output_bytes: int = 64 * MiB
+    max_buffered_output_bytes: int = 64 * MiB
     memory_bytes: int | None = None
     open_files: int | None = None
     startup_seconds: float = 60.0
     interrupt_grace_seconds: float = 0.5
+    kernel_nice: int = 10
     max_pending_calls: int = 1024
     max_call_bytes: int = 16 * MiB
     env_allow: tuple[str, ...] = DEFAULT_ENV_ALLOW
@@ -97,9 +105,13 @@ class KernelRuntimeConfig:
             _require_positive(name, getattr(self, name))
         if not (math.isfinite(self.interrupt_grace_seconds) and self.interrupt_grace_seconds >= 0):
             raise ValueError("interrupt_grace_seconds must be a finite number >= 0")
-        for name in ("max_output_bytes", "max_pending_calls", "max_call_bytes"):
+        for name in ("max_output_bytes", "max_buffered_output_bytes", "max_pending_calls",
+                     "max_call_bytes"):
             _require_count(name, getattr(self, name), minimum=1)
         _require_count("pool_size", self.pool_size, minimum=0)
+        _require_count("kernel_nice", self.kernel_nice, minimum=0)
+        if self.kernel_nice > 19:
+            raise ValueError(f"kernel_nice must be 0 to 19, not {self.kernel_nice}")
         if self.memory_bytes is not None:
             # A fresh kernel already maps ~650 MiB of address space: a lower RLIMIT_AS
             # kills every kernel at start with nothing but "exited with status 1".

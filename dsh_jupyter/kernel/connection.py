@@ -30,6 +30,9 @@ from zmq.utils.monitor import parse_monitor_message
 from .channels import MAX_WAITING, Outbox
 from .wire import Incoming, WireCodec
 
+IOPUB_QUEUE = 32
+"""Messages the host's iopub socket holds before the kernel's side waits."""
+
 
 class KernelConnection:
     """Shell (DEALER) and iopub (SUB) sockets plus the session that signs and verifies."""
@@ -55,6 +58,10 @@ class KernelConnection:
                 sock.setsockopt(zmq.RECONNECT_IVL, 5)
                 sock.setsockopt(zmq.MAXMSGSIZE, max_message_bytes)
             self.iopub.setsockopt(zmq.SUBSCRIBE, b"")
+            # Few messages queued here: past them the kernel keeps its backlog (its iopub
+            # never drops, see _inkernel.unlimit_iopub), not the host (a 64 KiB output
+            # chunk each, up to 1,000 of them per flooding kernel at zmq's default).
+            self.iopub.setsockopt(zmq.RCVHWM, IOPUB_QUEUE)
             self._monitor = self.iopub.get_monitor_socket(zmq.EVENT_DISCONNECTED)
             self.iopub.connect(_url(info, "iopub_port"))
             self.shell.connect(_url(info, "shell_port"))

@@ -257,7 +257,7 @@ class ForkLauncher:
             error_file=workspace.confine_log)
         reply = await server.request(
             "spawn", connection=info, cwd=str(workspace.cwd), env=env, limits=self._limits,
-            argv=list(KERNEL_ARGS), confine=plan,
+            argv=list(KERNEL_ARGS), confine=plan, nice=self._config.kernel_nice,
         )
         return ForkKernel(server, int(reply["pid"]), info)
 

@@ -235,7 +235,7 @@ class StockLauncher:
         self._specs = _SpecManager(provisioner=config.provisioner)
         if config.kernel_name is None:
             check_host_ipykernel()
-        keeper_args: list[str] = []
+        keeper_args: list[str] = ["--nice", str(config.kernel_nice)]
         if config.memory_bytes is not None:
             keeper_args += ["--as", str(config.memory_bytes)]
         if config.open_files is not None:

@@ -9,35 +9,89 @@ Once the total would pass the budget, nothing more is kept and
 :attr:`OutputLog.over_limit` turns true: the log then holds the entries that fit.
 A partial line is charged before it completes (at least its raw UTF-8 size plus
 quotes), so a gigantic line without a newline trips the limit as it arrives.
+
+Every run of a runtime also draws on one shared :class:`OutputBudget`: what all
+runs in flight hold together is bounded too, in memory terms (an entry costs its
+bytes plus :data:`ENTRY_OVERHEAD`, so a flood of one-character lines cannot hold
+gigabytes under a byte cap meant for text). A run returns what it drew when its
+result is handed over.
 """
 
 from __future__ import annotations
 
 import json
+import re
+from typing import Final
 
 from ..json_value import JsonValue
+
+ENTRY_OVERHEAD: Final = 64
+"""What holding one log entry costs beyond its text (a str object and a list slot)."""
+
+_ESCAPED: Final = re.compile(r'["\\\x00-\x1f]')
 
 
 def json_size(value: JsonValue) -> int:
     """Bytes of the compact UTF-8 JSON encoding of ``value``."""
+    if type(value) is str and value.isascii():
+        # Most output is ASCII: count the escapes instead of encoding (a control
+        # character becomes \uXXXX, six bytes, except the five with a short form).
+        escapes = _ESCAPED.findall(value)
+        if not escapes:
+            return len(value) + 2
+        return len(value) + 2 + sum(1 if c in _SHORT_ESCAPES else 5 for c in escapes)
     text = json.dumps(value, ensure_ascii=False, separators=(",", ":"))
     return len(text.encode("utf-8", "surrogatepass"))
 
 
-class OutputLog:
-    """Collects stream text into entries under a byte budget."""
+_SHORT_ESCAPES: Final = frozenset('"\\\b\f\n\r\t')
+
+
+class OutputBudget:
+    """Bytes all runs of a runtime may hold at once (see the module docstring)."""
 
     def __init__(self, max_bytes: int) -> None:
+        self.max_bytes = max_bytes
+        self.used = 0
+
+    def take(self, size: int, *, holding: int = 0) -> bool:
+        """Draw ``size`` bytes for a holder that already holds ``holding``; ``False``
+        (nothing drawn) when that would pass the limit, unless the holder holds all that
+        is drawn: a run alone is bound by its own cap only, however the two compare."""
+        if self.used + size > self.max_bytes and self.used > holding:
+            return False
+        self.used += size
+        return True
+
+    def give_back(self, size: int) -> None:
+        self.used = max(0, self.used - size)
+
+
+class OutputLog:
+    """Collects stream text into entries under a byte budget (and the runtime's shared
+    :class:`OutputBudget`, when given). :meth:`release` returns what it drew."""
+
+    def __init__(self, max_bytes: int, budget: OutputBudget | None = None) -> None:
         self._max = max_bytes
+        self._budget = budget
+        self._drawn = 0
         self._entries: list[str] = []
         self._used = 0
         self._partial: dict[str, list[str]] = {}
         self._partial_bytes: dict[str, int] = {}
         self.over_limit = False
+        self.over_budget = False
 
     @property
     def used_bytes(self) -> int:
         return self._used
+
+    def limit_message(self) -> str:
+        """Why the log is over its limit (the run's cap, or the runtime's budget)."""
+        if self.over_budget and self._budget is not None:
+            return (f"the output of the runs in flight passed the runtime's "
+                    f"{self._budget.max_bytes} byte budget (max_buffered_output_bytes)")
+        return f"the program's output passed the {self._max} byte limit"
 
     def write(self, stream: str, text: str) -> None:
         """Add ``text`` from ``stream`` (any name; streams are split independently)."""
@@ -46,22 +100,29 @@ class OutputLog:
         *complete, rest = text.split("\n")
         if complete:
             head = "".join(self._partial.pop(stream, ())) + complete[0]
-            self._partial_bytes.pop(stream, None)
+            self._give_back(self._partial_bytes.pop(stream, 0))
             for line in (head, *complete[1:]):
                 if not self._add(line):
                     return
         if rest:
+            # Charged as it arrives (its raw bytes, plus the quotes for a new line), so a
+            # gigantic line without a newline trips the limit before it completes.
+            size = len(rest.encode("utf-8", "surrogatepass"))
+            size += 0 if stream in self._partial_bytes else 2
+            if not self._draw(size):
+                return
             self._partial.setdefault(stream, []).append(rest)
-            pending = self._partial_bytes.get(stream, 2) + len(
-                rest.encode("utf-8", "surrogatepass"))
-            self._partial_bytes[stream] = pending
+            self._partial_bytes[stream] = self._partial_bytes.get(stream, 0) + size
             if self._used + sum(self._partial_bytes.values()) > self._max:
                 self._trip()
 
     def add_value(self, value: JsonValue) -> bool:
         """Charge the return value; ``False`` (and over the limit) when it does not fit."""
-        size = json_size(value)
-        if self.over_limit or self._used + size > self._max:
+        return self.add_value_size(json_size(value))
+
+    def add_value_size(self, size: int) -> bool:
+        """Charge a return value of ``size`` bytes of compact JSON (see :meth:`add_value`)."""
+        if self.over_limit or self._used + size > self._max or not self._draw(size):
             self._trip()
             return False
         self._used += size
@@ -71,21 +132,44 @@ class OutputLog:
         """Flush trailing partial lines (when they fit) and return the entries."""
         for stream in list(self._partial):
             parts = self._partial.pop(stream)
-            self._partial_bytes.pop(stream, None)
+            self._give_back(self._partial_bytes.pop(stream, 0))
             if not self.over_limit:
                 self._add("".join(parts))
         return tuple(self._entries)
+
+    def release(self) -> None:
+        """Give the runtime's budget back what this log drew (its result is handed over)."""
+        self._give_back(self._drawn)
 
     def _add(self, line: str) -> bool:
         size = json_size(line)
         if self._used + size > self._max:
             self._trip()
             return False
+        if not self._draw(size + ENTRY_OVERHEAD):
+            return False
         self._used += size
         self._entries.append(line)
         return True
 
+    def _draw(self, size: int) -> bool:
+        if self._budget is None:
+            return True
+        if not self._budget.take(size, holding=self._drawn):
+            self.over_budget = True
+            self._trip()
+            return False
+        self._drawn += size
+        return True
+
+    def _give_back(self, size: int) -> None:
+        if self._budget is not None and size:
+            size = min(size, self._drawn)
+            self._budget.give_back(size)
+            self._drawn -= size
+
     def _trip(self) -> None:
         self.over_limit = True
+        for stream in list(self._partial_bytes):
+            self._give_back(self._partial_bytes.pop(stream))
         self._partial.clear()
-        self._partial_bytes.clear()

@@ -43,6 +43,7 @@ from .bridge import wait_quietly
 from .config import KernelRuntimeConfig
 from .forkserver import ForkLauncher, fork_supported
 from .launch import KernelLauncher, StockLauncher
+from .logs import OutputBudget
 from .pool import KernelPool
 from .sandbox import SandboxConfig, UnconfinedWarning, confinement_problem, unconfined_message
 from .session import KernelSession, KernelStartError
@@ -64,6 +65,7 @@ class KernelRuntime:
         self._runs: set[asyncio.Task[CodeRunResult]] = set()
         self._cleanups: set[asyncio.Task[None]] = set()
         self._directory: Path | None = None
+        self._output_budget = OutputBudget(self.config.max_buffered_output_bytes)
         self._confinement: SandboxConfig | None = None
         self._state = "new"
 
@@ -135,7 +137,7 @@ class KernelRuntime:
             reason = signal.reason or self._disposing.signal.reason or "aborted"
             return _failed("abort", reason)
         try:
-            return await session.run(program, bindings, signals)
+            return await session.run(program, bindings, signals, self._output_budget)
         finally:
             # The kernel was SIGKILLed before session.run returned; reaping it and removing
             # its workspace need not delay the result (aclose waits for them).
@@ -167,20 +169,28 @@ class KernelRuntime:
         aborted = asyncio.Event()
         waiting = asyncio.ensure_future(aborted.wait())
         undos = [s.add_listener(lambda _reason: aborted.set()) for s in signals]
+        handed_out = False
         try:
-            await asyncio.wait({starting, waiting}, return_when=asyncio.FIRST_COMPLETED)
+            try:
+                await asyncio.wait({starting, waiting}, return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                for undo in undos:
+                    undo()
+                for task in (starting, waiting):
+                    if not task.done():
+                        task.cancel()
+                await wait_quietly({starting, waiting})
+            if aborted.is_set():
+                return None
+            session = starting.result()
+            handed_out = True
+            return session
         finally:
-            for undo in undos:
-                undo()
-            for task in (starting, waiting):
-                if not task.done():
-                    task.cancel()
-            await wait_quietly({starting, waiting})
-        if aborted.is_set():
-            if not starting.cancelled() and starting.exception() is None:
+            # Aborted, or cancelled while the kernel was ready or being taken from the pool
+            # (a cancel arriving as the start completes does not undo it): close it.
+            if not handed_out and starting.done() and not starting.cancelled() \
+                    and starting.exception() is None:
                 self._background(starting.result().close())
-            return None
-        return starting.result()
 
     async def aclose(self) -> None:
         """Dispose: abort runs in flight ("runtime disposed"), wait for them, release all."""

@@ -27,7 +27,8 @@ from .channels import HasChannels, KernelChannels
 from .config import KernelRuntimeConfig
 from .connection import KernelConnection
 from .launch import KernelLauncher, KernelProcess
-from .protocol import TARGET_NAME
+from .logs import OutputBudget
+from .protocol import MAX_MESSAGE_BYTES, TARGET_NAME
 from .watch import RunWatch
 from .workspace import Workspace, create_workspace
 
@@ -91,11 +92,12 @@ class KernelSession:
                 connection = process.channels
             else:
                 connection = KernelConnection(context, process.connection_info,
-                                              max_message_bytes=max_message_bytes(config))
+                                              max_message_bytes=MAX_MESSAGE_BYTES)
             session = cls(process, connection, workspace, config)
             if config.carrier == "socket" and process.root_pid is not None:
                 listener = await CarrierListener.open(
-                    workspace, max_message_bytes=max_message_bytes(config),
+                    workspace, max_message_bytes=MAX_MESSAGE_BYTES,
+                    max_buffered_bytes=2 * max(config.max_output_bytes, config.max_call_bytes),
                     seconds=min(1.0, config.startup_seconds))
             carrier = None if listener is None else (listener.path, listener.token)
             setup = SETUP_PRELOADED_CELL % (carrier,) if launcher.preloads_runtime else (
@@ -156,13 +158,15 @@ class KernelSession:
                 self.carrier = await listener.accept()
 
     async def run(self, program: str, bindings: Mapping[str, Binding],
-                  signals: Iterable[AbortSignal]) -> CodeRunResult:
-        """Run ``program`` once on this kernel (see :class:`~.watch.RunWatch`)."""
+                  signals: Iterable[AbortSignal],
+                  budget: OutputBudget | None = None) -> CodeRunResult:
+        """Run ``program`` once on this kernel (see :class:`~.watch.RunWatch`); its output
+        draws on ``budget`` (the runtime's, shared by its runs) as well as its own cap."""
         if self.used:
             raise RuntimeError("a kernel session serves one run")
         self.used = True
         assert self.comm_id is not None
-        watch = RunWatch(self, program, bindings)
+        watch = RunWatch(self, program, bindings, budget)
         return await watch.run(signals)
 
     async def close(self) -> None:
@@ -193,10 +197,6 @@ def _remove_reporting(workspace: Workspace) -> str | None:
     return detail
 
 
-def max_message_bytes(config: KernelRuntimeConfig) -> int:
-    """The largest message a kernel may send: the output budget plus protocol overhead
-    (a bigger one could only be over budget anyway)."""
-    return max(config.max_output_bytes, config.max_call_bytes) + 1024 * 1024
 
 
 async def _unless_dead(work: asyncio.Future[None], process: KernelProcess) -> None:

@@ -24,6 +24,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
+import re
 from collections.abc import Coroutine, Iterable, Mapping
 from typing import TYPE_CHECKING, Any, Final
 
@@ -31,20 +33,24 @@ from ..abort import AbortSignal
 from ..json_value import NotJsonError, snapshot_json
 from ..runtime import Binding, CodeRunFailure, CodeRunResult, FailureKind
 from . import proctree
-from .bridge import Bridge, wait_quietly
+from .bridge import Bridge, BuiltResult, wait_quietly
 from .carrier import MessageTooLarge, SocketCarrier
-from .logs import OutputLog
-from .protocol import DoneErrorMessage, DoneOkMessage, HostMessage
+from .logs import OutputBudget, OutputLog
+from .protocol import MAX_MESSAGE_BYTES, DoneErrorMessage, DoneOkMessage, HostMessage
 from .wire import Incoming
 
 if TYPE_CHECKING:
     from .session import KernelSession
+
+_log = logging.getLogger(__name__)
 
 MODULE_NAME: Final = "_dsh_jupyter_inkernel"
 POLL_SECONDS: Final = 0.05
 CPU_EVERY_POLLS: Final = 5
 DISCONNECT_SETTLE_SECONDS: Final = 0.2
 TURN_SECONDS: Final = 0.005
+TOO_LARGE: Final = (f"the kernel sent a message larger than the {MAX_MESSAGE_BYTES // 2**20} MiB "
+                    "message limit")
 CLOSED_COMM: Final = ("the program closed its tools channel: tool calls and its result can no "
                       "longer reach the host")
 
@@ -54,7 +60,7 @@ class _Idle:
 
 
 _IDLE: Final = _Idle()
-Outcome = DoneOkMessage | DoneErrorMessage | CodeRunFailure | _Idle
+Outcome = DoneOkMessage | DoneErrorMessage | BuiltResult | CodeRunFailure | _Idle
 
 
 def program_cell(names: Iterable[str], program: str, max_output_bytes: int) -> str:
@@ -67,15 +73,16 @@ class RunWatch:
     """Runs one program on ``session`` (used once)."""
 
     def __init__(self, session: KernelSession, program: str,
-                 bindings: Mapping[str, Binding]) -> None:
+                 bindings: Mapping[str, Binding], budget: OutputBudget | None = None) -> None:
         self._session = session
         self._config = session.config
         self._program = program
         self._names = list(bindings)
-        self._log = OutputLog(self._config.max_output_bytes)
+        self._log = OutputLog(self._config.max_output_bytes, budget)
         self._bridge = Bridge(bindings, self._reply,
                               max_pending_calls=self._config.max_pending_calls,
-                              max_call_bytes=self._config.max_call_bytes)
+                              max_call_bytes=self._config.max_call_bytes,
+                              max_value_bytes=self._config.max_output_bytes)
         self._outcome: asyncio.Future[Outcome] = asyncio.get_running_loop().create_future()
         self._cell_over = asyncio.Event()
         self._request: str | None = None
@@ -105,7 +112,10 @@ class RunWatch:
             for undo in undos:
                 undo()
             await _quietly(self._teardown(tasks))
-        return self._result(outcome)
+        try:
+            return self._result(outcome)
+        finally:
+            self._log.release()  # the result is the caller's now
 
     def _on_abort(self, reason: str) -> None:
         self._settle(CodeRunFailure(kind="abort", message=reason))
@@ -143,7 +153,7 @@ class RunWatch:
                 incoming = await carrier.receive()
             except MessageTooLarge:
                 self._log.over_limit = True
-                self._fail("output-limit", "the kernel sent a message larger than the limit")
+                self._fail("output-limit", TOO_LARGE)
                 return
             if incoming is None:
                 self._carrier_closed = True  # the kernel closed it: back to the comm
@@ -161,10 +171,15 @@ class RunWatch:
             message = await connection.recv_iopub()
             await turn.take()
             if message is not None:
-                self._handle(message)
+                try:
+                    self._handle(message)
+                except Exception as error:  # a bug of ours must end the run, not hang it
+                    _log.exception("reading the kernel's messages failed")
+                    self._fail("kernel-exit", f"the host failed to read the kernel's "
+                               f"messages ({type(error).__name__}); the run was ended")
+                    return
             if self._log.over_limit:
-                self._fail("output-limit", f"the program's output passed the "
-                           f"{self._config.max_output_bytes} byte limit")
+                self._fail("output-limit", self._log.limit_message())
                 return
 
     def _handle(self, message: Incoming) -> None:
@@ -190,9 +205,12 @@ class RunWatch:
             if isinstance(name, str) and isinstance(text, str):
                 self._log.write(name, text)
         elif msg_type == "error":
-            lines = content.get("traceback")
-            self._error = "\n".join(str(line) for line in lines) if isinstance(lines, list) \
-                else f"{content.get('ename')}: {content.get('evalue')}"
+            # The program's own exceptions come in its done message; an error of the cell
+            # means the runtime in the kernel failed (or was sabotaged). IPython's coloured
+            # traceback of that is ours, not the program's: one line is what it means.
+            self._error = (f"the program broke the dsh-jupyter runtime in its kernel: "
+                           f"{_one_line(content.get('ename'))}: "
+                           f"{_one_line(content.get('evalue'))}")
         elif msg_type == "status" and content.get("execution_state") == "idle":
             self._cell_over.set()
             self._settle(_IDLE)
@@ -236,7 +254,7 @@ class RunWatch:
             await asyncio.sleep(0.01)
         self._log.over_limit = True
         self._fail("output-limit",
-                   reason or "the kernel sent a message larger than the output limit")
+                   reason or TOO_LARGE)
 
     async def _died(self) -> None:
         """Take what the kernel sent before it died (it may have finished), then settle."""
@@ -277,18 +295,24 @@ class RunWatch:
             message = self._error or "the program ended without reporting a result"
             return CodeRunResult(logs=logs, failure=CodeRunFailure(kind="exception",
                                                                    message=message))
-        if not outcome["ok"]:
+        if isinstance(outcome, BuiltResult):  # arrived as frames: already a snapshot
+            value, charged = outcome.value, self._log.add_value_size(outcome.size)
+        elif not outcome["ok"]:
             return CodeRunResult(logs=logs, failure=CodeRunFailure(
                 kind=outcome["error"], message=outcome["message"]))
-        try:
-            value = snapshot_json(outcome["value"])
-        except (NotJsonError, RecursionError) as error:
-            return CodeRunResult(logs=logs, failure=CodeRunFailure(
-                kind="invalid-output", message=f"the program's return value {error}"))
-        if not self._log.add_value(value):
-            return CodeRunResult(logs=logs, failure=CodeRunFailure(
-                kind="output-limit", message=f"the program's output and return value passed the "
-                f"{self._config.max_output_bytes} byte limit"))
+        else:
+            try:
+                value = snapshot_json(outcome["value"])
+            except (NotJsonError, RecursionError) as error:
+                return CodeRunResult(logs=logs, failure=CodeRunFailure(
+                    kind="invalid-output", message=f"the program's return value {error}"))
+            charged = self._log.add_value(value)
+        if not charged:
+            reason = (self._log.limit_message() if self._log.over_budget else
+                      f"the program's output and return value passed the "
+                      f"{self._config.max_output_bytes} byte limit")
+            return CodeRunResult(logs=logs, failure=CodeRunFailure(kind="output-limit",
+                                                                   message=reason))
         return CodeRunResult(logs=logs, value=value)
 
 
@@ -306,6 +330,15 @@ class _Turn:
         if self._loop.time() - self._since >= TURN_SECONDS:
             await asyncio.sleep(0)
             self._since = self._loop.time()
+
+
+_ANSI = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]")
+
+
+def _one_line(text: object) -> str:
+    """Kernel-supplied text as one short line without terminal escapes."""
+    line = " ".join(_ANSI.sub("", str(text)).split())
+    return line if len(line) <= 200 else line[:199] + "…"
 
 
 async def _quietly(work: Coroutine[Any, Any, None]) -> None:

@@ -209,4 +209,4 @@ await asyncio.sleep(30)
 """
     result = await run(runtime, program)
     assert result.failure is not None and result.failure.kind == "output-limit"
-    assert result.failure.message == "the kernel sent a message larger than the output limit"
+    assert result.failure.message == "the kernel sent a message larger than the 2 MiB message limit"

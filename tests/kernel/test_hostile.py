@@ -40,7 +40,7 @@ for junk in ["junk", [1, 2, 3], None, {"kind": "nope"}, {"kind": "call"},
     send(junk)
 send({"kind": "call", "id": "no-args", "name": "echo"})
 send({"kind": "call", "id": "unknown", "name": "rm -rf", "args": {}})
-send({"kind": "call", "id": "big", "name": "echo", "args": "x" * 10_000_000})
+send({"kind": "call", "id": "big", "name": "echo", "args": "x" * 1_500_000})  # < 2 MiB
 send({"kind": "call", "id": "dup", "name": "slow", "args": {"n": 1}})
 send({"kind": "call", "id": "dup", "name": "slow", "args": {"n": 2}})
 
@@ -56,8 +56,8 @@ await tools.slow({"n": 3})
 returned = threading.Event()
 real_done = inkernel.runtime.bridge.done
 
-def done_then_flag(message):
-    real_done(message)
+def done_then_flag(message, text=None):
+    real_done(message, text)
     returned.set()
 
 inkernel.runtime.bridge.done = done_then_flag

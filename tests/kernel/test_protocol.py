@@ -83,7 +83,7 @@ async def test_bridge_answers_and_drops() -> None:
         raise BindingError("nope")
 
     bridge = Bridge({"echo": echo, "held": held, "denied": denied}, kernel.send,
-                    max_pending_calls=4, max_call_bytes=100)
+                    max_pending_calls=4, max_call_bytes=100, max_value_bytes=1 << 20)
     bridge.receive({"kind": "call", "id": "1", "name": "echo", "args": {"a": 1}}, 10)
     bridge.receive({"kind": "call", "id": "2", "name": "held", "args": {}}, 10)
     bridge.receive({"kind": "call", "id": "2", "name": "held", "args": {}}, 10)  # duplicate
@@ -117,7 +117,8 @@ async def test_bridge_limits_calls_in_flight() -> None:
         await gate.wait()
         return None
 
-    bridge = Bridge({"held": held}, kernel.send, max_pending_calls=2, max_call_bytes=100)
+    bridge = Bridge({"held": held}, kernel.send, max_pending_calls=2, max_call_bytes=100,
+                    max_value_bytes=1 << 20)
     for call_id in "abc":
         bridge.receive({"kind": "call", "id": call_id, "name": "held", "args": {}}, 1)
     await kernel.settle()
@@ -138,7 +139,8 @@ async def test_run_signal_fires_for_calls_in_flight() -> None:
         observed.append(signal.aborted)
         return None
 
-    bridge = Bridge({"watch": watcher}, kernel.send, max_pending_calls=5, max_call_bytes=100)
+    bridge = Bridge({"watch": watcher}, kernel.send, max_pending_calls=5, max_call_bytes=100,
+                    max_value_bytes=1 << 20)
     bridge.receive({"kind": "call", "id": "1", "name": "watch", "args": {}}, 1)
     await kernel.settle()
     bridge.stop("the run ended")
@@ -242,7 +244,7 @@ async def _connect_and_send(path: str, lines: list[bytes]) -> asyncio.StreamWrit
 
 async def test_socket_carrier_needs_the_token(tmp_path: Path) -> None:
     listener = await CarrierListener.open(Workspace(tmp_path), max_message_bytes=1000,
-                                          seconds=0.5)
+                                          max_buffered_bytes=1 << 20, seconds=0.5)
     assert listener is not None and listener.path == str(tmp_path / "tools.sock")
     writer = await _connect_and_send(listener.path, [b"wrong-token\n"])
     assert await listener.accept() is None
@@ -251,7 +253,8 @@ async def test_socket_carrier_needs_the_token(tmp_path: Path) -> None:
 
 
 async def test_socket_carrier_lines(tmp_path: Path) -> None:
-    listener = await CarrierListener.open(Workspace(tmp_path), max_message_bytes=3000, seconds=5)
+    listener = await CarrierListener.open(Workspace(tmp_path), max_message_bytes=3000,
+                                          max_buffered_bytes=1 << 20, seconds=5)
     assert listener is not None
     lines = [listener.token.encode() + b"\n", b'{"kind": "call"}\n', b"NaN\n",
              b"[" * 2500 + b"\n", b"x" * 4000 + b"\n"]
@@ -284,3 +287,31 @@ def test_memory_cap_below_a_kernels_footprint_is_rejected() -> None:
     with pytest.raises(ValueError, match="kills it at start"):
         KernelRuntimeConfig(memory_bytes=256 * 1024 * 1024)
     assert KernelRuntimeConfig(memory_bytes=1024**3).memory_bytes == 1024**3
+
+
+def test_output_logs_share_the_runtime_budget() -> None:
+    from dsh_jupyter.kernel.logs import ENTRY_OVERHEAD, OutputBudget
+
+    budget = OutputBudget(1000)
+    first, second = OutputLog(10_000, budget), OutputLog(10_000, budget)
+    first.write("stdout", "a" * 500 + "\n")
+    assert budget.used == 502 + ENTRY_OVERHEAD
+    second.write("stdout", "b" * 500 + "\n")  # would pass the budget: refused
+    assert second.over_limit and second.over_budget
+    assert "runtime's 1000 byte budget" in second.limit_message()
+    second.release()
+    first.write("stdout", "c" * 2000)  # a partial line is charged as it arrives
+    assert not first.over_limit  # alone, a log is bound by its own cap only
+    assert budget.used == 502 + ENTRY_OVERHEAD + 2002
+    first.release()
+    assert budget.used == 0
+
+
+def test_json_size_counts_escapes_without_encoding() -> None:
+    from dsh_jupyter.kernel.logs import json_size
+
+    for text in ["", "plain", 'quote " and \\ backslash', "tab\tnew\nline\x01\x1f\x7f",
+                 "é", "日本", "\ud800"]:
+        expected = len(json.dumps(text, ensure_ascii=False, separators=(",", ":"))
+                       .encode("utf-8", "surrogatepass"))
+        assert json_size(text) == expected, text

@@ -163,8 +163,8 @@ for action in ACTIONS:
 returned = threading.Event()
 real_done = inkernel.runtime.bridge.done
 
-def done_then_flag(message):
-    real_done(message)
+def done_then_flag(message, text=None):
+    real_done(message, text)
     returned.set()
 
 inkernel.runtime.bridge.done = done_then_flag
