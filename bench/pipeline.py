@@ -1,23 +1,42 @@
-"""Per-call overhead of ``registry.execute`` for a no-op tool.
+"""Per-call overhead of ``registry.execute`` for a no-op tool, and large values.
 
 Prints the median µs per call over several rounds, for: no hooks; one hook per
 stage (pre-execute, guard, execute wrapper, post-execute, observer); and a
 plain ``await`` of the body as the floor, measured side by side in one run.
 
-    python bench/pipeline.py [--calls 20000] [--rounds 7]
+Then large values: a native tool with ``run_code``'s output declaration (its
+schema, content renderer and presentation meta), or a typed tool (pydantic's dump,
+``default_render``), returns a big value through ``registry.execute`` while a task
+sleeping 5 ms at a time measures how late the event loop wakes it
+(``tests/kernel/loop_lag.py``).
+Prints the median total time and longest stall per value, and the longest garbage
+collection meanwhile (a full collection holds the GIL throughout, on whichever thread
+triggered it, so it bounds the stall a worker thread can promise).
+
+    python bench/pipeline.py [--calls 20000] [--rounds 7] [--large-rounds 3]
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
+import gc
 import statistics
 import sys
+import threading
 import time
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 from typing import Any
 
-from dsh_jupyter import ToolCall, ToolRegistry, define_tool
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "tests" / "kernel"))
+
+from loop_lag import LoopLag  # noqa: E402
+
+from dsh_jupyter import ToolCall, ToolRegistry, define_tool  # noqa: E402
+from dsh_jupyter.registry.code_mode import run_code_definition  # noqa: E402
 
 
 async def noop_body(args: Any, ctx: Any) -> str:
@@ -84,9 +103,111 @@ async def main(calls: int, rounds: int) -> None:
     print("goal: execute with no hooks <= 30 µs per call")
 
 
+def deep_list(depth: int) -> list[Any]:
+    root: list[Any] = []
+    node = root
+    for _ in range(depth):
+        child: list[Any] = []
+        node.append(child)
+        node = child
+    return root
+
+
+def small_dicts() -> list[dict[str, Any]]:
+    return [{"id": i, "name": f"row {i}", "ok": i % 2 == 0} for i in range(500_000)]
+
+
+def run_code_output(value: Any) -> ToolRegistry:
+    """A tool with run_code's output declaration: its schema, content and meta."""
+    registry = ToolRegistry()
+
+    async def body(args: Any, ctx: Any) -> Any:
+        return {"logs": [], "result": value}
+
+    registry.register(dataclasses.replace(
+        run_code_definition(registry), name="big", execute=body, validator=None,
+        parse_args=None))
+    return registry
+
+
+def typed_tool(value: Any, returns: Any) -> ToolRegistry:
+    """A typed tool: pydantic dumps the value, ``default_render`` renders it."""
+    registry = ToolRegistry()
+
+    async def big() -> Any:
+        """Return the big value."""
+        return value
+
+    big.__annotations__["return"] = returns
+    registry.register(define_tool(big))
+    return registry
+
+
+LARGE_VALUES: dict[str, Callable[[], ToolRegistry]] = {
+    "[0] * 5_000_000": lambda: run_code_output([0] * 5_000_000),
+    "500,000 small dicts": lambda: run_code_output(small_dicts()),
+    "200,000-level nested list": lambda: run_code_output(deep_list(200_000)),
+    "typed -> list[int], 5,000,000": lambda: typed_tool([0] * 5_000_000, list[int]),
+    "typed -> list[dict], 500,000": lambda: typed_tool(small_dicts(), list[dict[str, Any]]),
+}
+
+
+class GcPauses:
+    """The longest garbage collection while the ``with`` block runs, on any thread: a
+    full collection holds the GIL for as long as it takes, which no chunking can split."""
+
+    def __init__(self) -> None:
+        self.worst = 0.0
+        self._started: dict[int, float] = {}
+
+    def __enter__(self) -> GcPauses:
+        gc.callbacks.append(self._note)
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        gc.callbacks.remove(self._note)
+
+    def _note(self, phase: str, info: dict[str, int]) -> None:
+        now, thread = time.perf_counter(), threading.get_ident()
+        if phase == "start":
+            self._started[thread] = now
+        elif thread in self._started:
+            self.worst = max(self.worst, now - self._started.pop(thread))
+
+
+async def large_values(rounds: int) -> None:
+    print(f"large values through execute (run_code's output declaration, or a typed "
+          f"tool), median of {rounds} rounds")
+    for name, build in LARGE_VALUES.items():
+        registry = build()  # the value is built before the clock starts
+        totals: list[float] = []
+        stalls: list[float] = []
+        pauses: list[float] = []
+        for _ in range(rounds):
+            with GcPauses() as gc_pauses:
+                async with LoopLag() as lag:
+                    start = time.perf_counter()
+                    result = await registry.execute(ToolCall(call_id="c", name="big",
+                                                             arguments={}))
+                    totals.append(time.perf_counter() - start)
+                    await asyncio.sleep(0.02)  # the sampler notes a stall once it wakes
+            assert not result.is_error, result.text[:500]
+            stalls.append(lag.worst)
+            pauses.append(gc_pauses.worst)
+            del result  # freed outside the measurement
+        print(f"  {name:30s} {statistics.median(totals):8.2f} s total   "
+              f"{statistics.median(stalls) * 1000:8.1f} ms longest stall   "
+              f"({statistics.median(pauses) * 1000:.0f} ms longest GC pause)")
+    print("goal: longest event-loop stall <= 50 ms")
+
+
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--calls", type=int, default=20000)
     parser.add_argument("--rounds", type=int, default=7)
+    parser.add_argument("--large-rounds", type=int, default=3,
+                        help="rounds per large value (0 skips them)")
     options = parser.parse_args()
     asyncio.run(main(options.calls, options.rounds))
+    if options.large_rounds:
+        asyncio.run(large_values(options.large_rounds))

@@ -21,7 +21,8 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import IO, Any, Literal, NotRequired, TypeAlias, TypedDict, cast
 
-from .json_value import JsonValue, dump_json
+from .json_dump import dump_json
+from .json_value import JsonValue
 
 _log = logging.getLogger(__name__)
 

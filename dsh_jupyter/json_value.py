@@ -8,17 +8,27 @@ become :class:`FrozenDict` (a ``dict``) and arrays :class:`FrozenList` (a
 ``list``), so ``json.dumps`` and ``isinstance`` checks keep working while
 mutation raises ``TypeError``. Every traversal here uses an explicit stack:
 values nested thousands of levels deep never hit the recursion limit.
+
+Large values may be snapshotted and dumped in a worker thread while the event loop
+runs; a C call holds the GIL until it returns, so no single C-level step here scales
+with the value: flat containers are checked, copied and encoded ``_CHUNK`` elements
+at a time, and long strings ``_CHUNK_CHARS`` characters at a time.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterator
-from json.encoder import encode_basestring
+from collections.abc import Iterable, Iterator
+from itertools import islice
 from typing import Any, NoReturn, TypeAlias, cast
 
 JsonValue: TypeAlias = "bool | int | float | str | list[JsonValue] | dict[str, JsonValue] | None"
 JsonObject: TypeAlias = "dict[str, JsonValue]"
+
+# At most this many elements (or string characters) go through one C call: a few
+# milliseconds, after which a worker thread can hand the GIL back to the event loop.
+_CHUNK = 20_000
+_CHUNK_CHARS = 1 << 20
 
 
 def _immutable(self: object, *_: object, **__: object) -> NoReturn:
@@ -93,96 +103,74 @@ def snapshot_json(value: object, *, freeze: bool = True) -> JsonValue:
         raise NotJsonError("", problem.text) from None
     if scalar is not _CONTAINER:
         return scalar  # type: ignore[return-value]
-    if type(value) is dict or type(value) is FrozenDict:
-        flat = _flat_object(cast(dict[Any, Any], value))
-        if flat is not None:
-            return FrozenDict(flat) if freeze else flat
     dict_cls: type[dict[str, Any]] = FrozenDict if freeze else dict
     list_cls: type[list[Any]] = FrozenList if freeze else list
+    flat = (_flat_object(value, dict_cls) if isinstance(value, dict)
+            else _flat_list(cast(list[Any], value), list_cls))
+    if flat is not None:
+        return flat
     active: set[int] = set()
-    # Each frame: (source container, its path node, pending output items, iterator). A path
-    # node is (parent node, key): rendered as text only when a problem is found.
-    root_out: list[Any] = []
-    stack: list[tuple[object, _PathNode, list[Any], Iterator[Any]]] = []
+    # Each frame: (source container, its keys (None for an array), its converted values
+    # so far, iterator). Paths are rendered from the frames only when a problem is found.
+    stack: list[_Frame] = []
 
-    def open_frame(container: object, node: _PathNode) -> None:
+    def open_frame(container: object) -> None:
         if id(container) in active:
-            raise NotJsonError(_render(node), "is part of a reference cycle")
+            raise NotJsonError(_path(stack, len(stack)), "is part of a reference cycle")
         active.add(id(container))
         if isinstance(container, dict):
-            flat_object = _flat_object(container)
-            if flat_object is not None:  # built when popped, from the copy
-                stack.append((container, node, [(_FLAT, flat_object)], iter(())))
-            else:
-                stack.append((container, node, [], iter(container.items())))
-            return
-        items = cast(list[Any], container)
-        flat = _flat_list(items)
-        if flat is not None:  # nothing to walk: the frame is built when it is popped
-            stack.append((container, node, [(_FLAT, flat)], iter(())))
+            stack.append((container, [], [], iter(container.items())))
         else:
-            stack.append((container, node, [], iter(enumerate(items))))
+            stack.append((container, None, [], iter(enumerate(cast(list[Any], container)))))
 
-    open_frame(value, None)
+    open_frame(value)
+    result: Any = None
     while stack:
-        container, node, out, items = stack[-1]
-        is_dict = isinstance(container, dict)
+        container, keys, values, items = stack[-1]
         for key, child in items:
-            if is_dict and not isinstance(key, str):
-                raise NotJsonError(_render(node),
-                                   f"has a non-string key {key!r} ({_describe(key)})")
+            if keys is not None:
+                if not isinstance(key, str):
+                    raise NotJsonError(_path(stack, len(stack) - 1),
+                                       f"has a non-string key {key!r} ({_describe(key)})")
+                keys.append(key)
             try:
                 converted = _scalar(child)
             except _Problem as problem:
-                raise NotJsonError(_render((node, key)), problem.text) from None
+                raise NotJsonError(join_path(_path(stack, len(stack) - 1), key),
+                                   problem.text) from None
             if converted is _CONTAINER:
                 # A container of scalars alone (most rows of a table) needs no frame, and
                 # cannot be part of a cycle.
-                if isinstance(child, dict):
-                    flat_object = _flat_object(child)
-                    if flat_object is not None:
-                        out.append((key, dict_cls(flat_object)))
-                        continue
-                else:
-                    flat_list = _flat_list(cast(list[Any], child))
-                    if flat_list is not None:
-                        out.append((key, list_cls(flat_list)))
-                        continue
-                out.append((key, None))
-                open_frame(child, (node, key))
+                flat = (_flat_object(child, dict_cls) if isinstance(child, dict)
+                        else _flat_list(child, list_cls))
+                if flat is not None:
+                    values.append(flat)
+                    continue
+                values.append(None)  # replaced by the child once its frame is done
+                open_frame(child)
                 break
-            out.append((key, converted))
+            values.append(converted)
         else:
             stack.pop()
             active.discard(id(container))
-            built: Any
-            if out and out[0][0] is _FLAT:
-                built = (dict_cls if is_dict else list_cls)(out[0][1])
-            elif is_dict:
-                built = dict_cls(out)
-            else:
-                built = list_cls(v for _, v in out)
+            built = (_build_list(values, list_cls) if keys is None
+                     else _build_dict(zip(keys, values, strict=True), len(keys), dict_cls))
             if stack:
-                parent_out = stack[-1][2]
-                k, _ = parent_out[-1]
-                parent_out[-1] = (k, built)
+                stack[-1][2][-1] = built
             else:
-                root_out.append(built)
-    result: JsonValue = root_out[0]
-    return result
+                result = built
+    return cast(JsonValue, result)
 
 
-_PathNode = tuple[Any, "str | int"] | None
+_Frame = tuple[object, "list[str] | None", list[Any], Iterator[Any]]
 
 
-def _render(node: _PathNode) -> str:
-    keys: list[str | int] = []
-    while node is not None:
-        node, key = node
-        keys.append(key)
+def _path(stack: list[_Frame], depth: int) -> str:
+    """The path of the container at ``stack[depth]`` (one past the top: the child the top
+    frame is opening): each frame below it is at its last key."""
     path = ""
-    for key in reversed(keys):
-        path = join_path(path, key)
+    for _, keys, values, _ in stack[:depth]:
+        path = join_path(path, keys[-1] if keys is not None else len(values) - 1)
     return path
 
 
@@ -199,30 +187,54 @@ class _Container:
 
 _PLAIN_SCALARS = (str, int, bool, type(None))
 _PLAIN_SCALAR_SET = frozenset(_PLAIN_SCALARS)
-_FLAT: Any = object()
 
 
-def _flat_object(value: dict[Any, Any]) -> dict[str, Any] | None:
-    """Fast path for the common case, an object of plain scalars (tool arguments):
-    ``None`` when any key or value needs the general walk."""
+def _flat_object(value: dict[Any, Any], cls: type[dict[str, Any]]) -> dict[str, Any] | None:
+    """Fast path for the common case, an object of plain scalars (tool arguments), built
+    as ``cls``: ``None`` when any key or value needs the general walk."""
     for key, item in value.items():
         if type(key) is not str or type(item) not in _PLAIN_SCALARS:
             return None
-    return dict(value)
+    return cls(value) if len(value) <= _CHUNK else _build_dict(value.items(), len(value), cls)
 
 
-def _flat_list(value: list[Any]) -> list[Any] | None:
-    """Fast path for an array of plain scalars and finite floats (a column of numbers):
-    its element types are collected in C. ``None`` when it needs the general walk (which
-    also names the index of a problem)."""
-    kinds = set(map(type, value))
-    if kinds <= _PLAIN_SCALAR_SET:
-        return list(value)
-    if kinds <= _PLAIN_SCALAR_SET | {float}:
+def _flat_list(value: list[Any], cls: type[list[Any]]) -> list[Any] | None:
+    """Fast path for an array of plain scalars and finite floats (a column of numbers),
+    built as ``cls``: its element types are collected in C. ``None`` when it needs the
+    general walk (which also names the index of a problem)."""
+    kinds: set[type] = set()
+    for start in range(0, len(value), _CHUNK):
+        kinds.update(map(type, value[start:start + _CHUNK]))
+    if not kinds <= _PLAIN_SCALAR_SET:
+        if not kinds <= _PLAIN_SCALAR_SET | {float}:
+            return None
         floats = [x for x in value if type(x) is float]
-        if all(math.isfinite(x) and (x != 0.0 or math.copysign(1.0, x) > 0) for x in floats):
-            return list(value)
-    return None
+        if not all(math.isfinite(x) and (x != 0.0 or math.copysign(1.0, x) > 0)
+                   for x in floats):
+            return None
+    return _build_list(value, cls)
+
+
+def _build_list(values: list[Any], cls: type[list[Any]]) -> list[Any]:
+    """``cls(values)``, copied ``_CHUNK`` items per C call."""
+    if len(values) <= _CHUNK:
+        return cls(values)
+    built = cls()
+    for start in range(0, len(values), _CHUNK):
+        list.extend(built, values[start:start + _CHUNK])  # list's own: FrozenList's refuses
+    return built
+
+
+def _build_dict(items: Iterable[tuple[str, Any]], size: int,
+                cls: type[dict[str, Any]]) -> dict[str, Any]:
+    """``cls(items)`` (``size`` of them), inserted ``_CHUNK`` items per C call."""
+    if size <= _CHUNK:
+        return cls(items)
+    built = cls()
+    pending = iter(items)
+    while chunk := dict(islice(pending, _CHUNK)):
+        dict.update(built, chunk)  # dict's own method: FrozenDict's refuses
+    return built
 
 
 _CONTAINER: Any = _Container()
@@ -280,75 +292,3 @@ def is_json_integer(value: object) -> bool:
 def is_json_number(value: object) -> bool:
     cls = type(value)
     return cls is int or cls is float
-
-
-def dump_json(value: JsonValue, *, indent: int | None = None, compact_depth: int = 5) -> str:
-    """Serialise JSON without recursion (``json.dumps`` fails past ~1,000 levels).
-
-    With ``indent``, containers are pretty-printed until ``compact_depth`` levels
-    of nesting; a container at that depth or deeper is written compactly, which
-    caps indentation for deep values. Non-ASCII text is kept as is.
-    """
-    encode = _STRING_ENCODER
-    out: list[str] = []
-    # Stack of pending work: either a literal string to emit or (value, depth).
-    stack: list[tuple[object, int] | str] = [(value, 0)]
-    pretty = indent is not None
-    while stack:
-        work = stack.pop()
-        if isinstance(work, str):
-            out.append(work)
-            continue
-        node, depth = work
-        if isinstance(node, str):
-            out.append(encode(node))
-        elif node is None:
-            out.append("null")
-        elif node is True:
-            out.append("true")
-        elif node is False:
-            out.append("false")
-        elif isinstance(node, int | float):
-            out.append(_FLOAT_REPR(node) if isinstance(node, float) else int.__repr__(node))
-        elif isinstance(node, dict | list):
-            is_dict = isinstance(node, dict)
-            open_, close = ("{", "}") if is_dict else ("[", "]")
-            items: list[tuple[Any, Any]] = (
-                list(cast(dict[str, Any], node).items()) if is_dict
-                else list(enumerate(cast(list[Any], node))))
-            if not node:
-                out.append(open_ + close)
-                continue
-            expand = pretty and depth < compact_depth
-            if expand:
-                assert indent is not None
-                inner = "\n" + " " * (indent * (depth + 1))
-                outer = "\n" + " " * (indent * depth)
-                sep = "," + inner
-            else:
-                inner = outer = ""
-                sep = ", " if pretty else ","
-            pieces: list[tuple[object, int] | str] = [open_ + inner]
-            for i, (key, child) in enumerate(items):
-                if i:
-                    pieces.append(sep)
-                if is_dict:
-                    pieces.append(encode(key) + (": " if pretty else ":"))
-                pieces.append((child, depth + 1))
-            pieces.append(outer + close)
-            stack.extend(reversed(pieces))
-        else:
-            raise NotJsonError("", f"contains a {_describe(node)}, which is not a JSON value")
-    return "".join(out)
-
-
-def _float_repr(value: float) -> str:
-    if value != value or value in (math.inf, -math.inf):
-        raise NotJsonError("", "contains NaN or Infinity, which is not lossless JSON")
-    return float.__repr__(value)
-
-
-_FLOAT_REPR = _float_repr
-
-
-_STRING_ENCODER: Callable[[str], str] = encode_basestring

@@ -20,6 +20,8 @@ from dsh_jupyter import (
     ToolRunContext,
     define_tool,
 )
+from dsh_jupyter.json_value import JsonValue, snapshot_json
+from dsh_jupyter.registry.code_mode import RunCodeRendering, render_result_value
 from dsh_jupyter.testing import InProcessRuntime
 
 
@@ -336,6 +338,36 @@ async def test_result_rendering(code: str, text: str) -> None:
     result = await run(code_registry(), code)
     assert not result.is_error, result
     assert result.text == text
+
+
+async def test_result_is_rendered_once_for_content_and_meta() -> None:
+    calls: list[JsonValue] = []
+
+    def render(value: JsonValue) -> str:
+        calls.append(value)
+        return render_result_value(value)
+
+    rendering = RunCodeRendering(render)
+    value = snapshot_json({"logs": ["a"], "result": {"k": [1, 2]}})
+    content = rendering.content({}, value)
+    meta = rendering.meta({}, value)
+    assert len(calls) == 1
+    assert content == ({"type": "text", "text": 'a\n{\n  "k": [\n    1,\n    2\n  ]\n}'},)
+    assert meta == {"logs": ["a"], "result": '{\n  "k": [\n    1,\n    2\n  ]\n}'}
+    # An equal value that is not the one just rendered (a replaced value) renders again.
+    assert rendering.meta({}, snapshot_json({"logs": [], "result": {"k": [1, 2]}}))
+    assert len(calls) == 2
+
+
+@pytest.mark.parametrize("code", ["return [{'i': i, 'sq': [i, i * i]} for i in range(3000)]",
+                                  "return {'k': [1, 2]}"])
+async def test_run_code_meta_shares_the_content_rendering(code: str) -> None:
+    result = await run(code_registry(), code)
+    assert not result.is_error, result
+    text = result.content[0]["text"]
+    assert text == render_result_value(result.value["result"])
+    # Rendered once: the meta holds the very string the content holds.
+    assert result.meta == {"logs": [], "result": text} and result.meta["result"] is text
 
 
 async def test_failed_run_reports_kind_and_captured_output() -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -17,8 +18,10 @@ from dsh_jupyter import (
     ToolRegistry,
     ToolRunContext,
     UnsupportedSchemaError,
+    default_render,
     define_tool,
 )
+from dsh_jupyter.registry.definition import _DUMP_SLICE
 
 
 def test_schema_from_type_hints() -> None:
@@ -64,6 +67,40 @@ async def test_pydantic_model_parameter_and_dataclass_output() -> None:
     result = await registry.execute(ToolCall(call_id="c1", name="search",
                                              arguments={"query": "q", "limit": 2}))
     assert result.value == [{"path": "q", "line": 2}]
+
+
+async def test_long_list_output_is_dumped_and_rendered_like_a_short_one() -> None:
+    registry = ToolRegistry()
+    count = 2 * _DUMP_SLICE + 5  # dumped a slice at a time
+
+    @registry.tool
+    async def hits(n: int) -> list[Hit]:
+        """Many hits."""
+        return [Hit(path=f"p{i}", line=i) for i in range(n)]
+
+    for n in (3, count):
+        result = await registry.execute(ToolCall(call_id="c1", name="hits", arguments={"n": n}))
+        expected = [{"path": f"p{i}", "line": i} for i in range(n)]
+        assert result.value == expected
+        assert result.text == json.dumps(expected, indent=2, ensure_ascii=False)
+
+
+async def test_default_render_writes_deep_values_compactly_past_a_thousand_levels() -> None:
+    def nest(args: Any, ctx: ToolRunContext) -> Any:
+        value: list[Any] = []
+        for _ in range(args["depth"]):
+            value = [value]
+        return value
+
+    registry = ToolRegistry()
+    registry.register(define_tool(name="nest", parameters={"type": "object"}, execute=nest,
+                                  output={"schema": {"type": "array"}, "render": default_render}))
+    shallow = await registry.execute(ToolCall(call_id="c1", name="nest", arguments={"depth": 50}))
+    assert shallow.text == json.dumps(shallow.value, indent=2)
+    deep = await registry.execute(ToolCall(call_id="c2", name="nest", arguments={"depth": 5000}))
+    assert not deep.is_error, deep.text[:300]  # json.dumps(indent=2) hit the recursion limit
+    compact = "[" * 4001 + "]" * 4001  # the levels from 1,000 down
+    assert "\n" + " " * 2000 + compact + "\n" + " " * 1998 + "]" in deep.text
 
 
 async def test_pydantic_constraints_still_enforced() -> None:

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
+import json
+import threading
 from typing import Any
 
 import pytest
@@ -24,6 +27,8 @@ from dsh_jupyter import (
     define_tool,
     enforce_timeouts,
 )
+from dsh_jupyter.json_dump import dump_json
+from dsh_jupyter.registry.offload import LARGE_NODES, LARGE_TEXT, is_large
 
 ECHO_PARAMS = {"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]}
 
@@ -572,3 +577,113 @@ async def test_wrapper_may_fail_with_its_own_code() -> None:
     result = await registry.execute(call())
     assert result.error is not None and result.error.code == "QUOTA"
     assert result.text == "Error: daily quota used up"
+
+
+# --- large values leave the event loop ----------------------------------------------------
+
+
+def test_is_large_is_a_bounded_estimate() -> None:
+    assert not is_large("x" * 100) and is_large("x" * (LARGE_TEXT + 1))
+    assert not is_large(list(range(LARGE_NODES))) and is_large(list(range(LARGE_NODES + 1)))
+    assert is_large({"logs": [], "result": [{"a": i} for i in range(LARGE_NODES)]})
+    assert is_large(("t", ["x" * (LARGE_TEXT + 1)]))
+    deep: list[Any] = []
+    for _ in range(LARGE_NODES + 1):
+        deep = [deep]
+    assert is_large(deep)
+    assert not is_large(object()) and not is_large(None) and not is_large({"a": [1, 2]})
+
+
+def threaded_registry(seen: dict[str, set[int]], **extra: Any) -> ToolRegistry:
+    """A tool returning ``list(range(n))`` whose hooks note the threads they ran on."""
+
+    def note(stage: str) -> None:
+        seen.setdefault(stage, set()).add(threading.get_ident())
+
+    def dump(raw: Any) -> Any:
+        note("dump_output")
+        return raw
+
+    def render(args: Any, value: Any) -> str:
+        note("render")
+        return dump_json(value, indent=2)
+
+    def meta(args: Any, value: Any) -> Any:
+        note("meta")
+        return {"count": len(value)}
+
+    async def body(args: Any, ctx: ToolRunContext) -> Any:
+        note("body")
+        return list(range(args["n"]))
+
+    definition = define_tool(
+        name="numbers", parameters={"type": "object", "properties": {"n": {"type": "integer"}}},
+        output={"schema": {"type": "array", "items": {"type": "integer"}}, "render": render,
+                "presentation_meta": meta},
+        execute=body, finalize_content=lambda execution, result: note("finalize"), **extra)
+    registry = ToolRegistry()
+    registry.register(dataclasses.replace(definition, dump_output=dump))
+    registry.on_pre_execute(lambda execution, decision: note("pre"))
+    registry.on_post_execute(lambda execution, result: note("post"))
+    registry.on_result(lambda execution, result: note("observer"))
+    return registry
+
+
+async def test_a_large_value_is_rendered_in_a_worker_thread_with_the_same_result() -> None:
+    loop_thread = threading.get_ident()
+    results = {}
+    threads: dict[str, dict[str, set[int]]] = {}
+    for size, n in (("small", 10), ("large", LARGE_NODES * 3)):
+        seen: dict[str, set[int]] = {}
+        registry = threaded_registry(seen)
+        results[size] = await registry.execute(call("numbers", {"n": n}))
+        threads[size] = seen
+        result = results[size]
+        assert not result.is_error, result
+        assert result.value == list(range(n)) and isinstance(result.value, list)
+        assert result.text == json.dumps(list(range(n)), indent=2)
+        assert result.meta == {"count": n}
+    assert all(ids == {loop_thread} for ids in threads["small"].values()), threads["small"]
+    large = threads["large"]
+    off_loop = {"dump_output", "render", "meta"}
+    for stage in off_loop:
+        assert loop_thread not in large[stage], stage
+    assert all(large[stage] == {loop_thread} for stage in large.keys() - off_loop), large
+
+
+async def test_a_large_replacement_value_is_rendered_off_the_loop_too() -> None:
+    loop_thread = threading.get_ident()
+    seen: dict[str, set[int]] = {}
+    registry = threaded_registry(seen)
+    big = list(range(LARGE_NODES * 2))
+    registry.on_post_execute(lambda execution, result: Accept(value=big))
+    result = await registry.execute(call("numbers", {"n": 1}))
+    assert result.value == big and result.meta == {"count": len(big)}
+    assert result.text == json.dumps(big, indent=2)
+    assert seen["render"] - {loop_thread}, "the replacement was rendered on the loop"
+
+
+async def test_a_cancelled_call_still_waits_for_its_render_thread() -> None:
+    started, release = threading.Event(), threading.Event()
+
+    def slow_render(args: Any, value: Any) -> str:
+        started.set()
+        release.wait(10)
+        return "rendered"
+
+    registry = ToolRegistry()
+    registry.register(define_tool(
+        name="numbers", parameters={"type": "object"},
+        output={"schema": {"type": "array"}, "render": slow_render},
+        execute=lambda args, ctx: list(range(LARGE_NODES * 2))))
+    published: list[Any] = []
+    registry.on_result(lambda execution, result: published.append(result))
+    task = asyncio.create_task(registry.execute(call("numbers", {})))
+    assert await asyncio.to_thread(started.wait, 10)
+    task.cancel()
+    await asyncio.sleep(0.05)
+    assert not task.done()  # the render thread still runs: the call waits for it
+    release.set()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert [r.error.code for r in published] == ["ABORTED"]

@@ -24,10 +24,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import contextvars
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, cast
+from typing import cast
 
+from .._waiting import wait_quietly
 from ..abort import AbortController
 from ..json_value import JsonValue, NotJsonError, snapshot_json
 from ..runtime import RUN_SIGNAL, Binding, BindingError
@@ -223,21 +224,6 @@ class Bridge:
     async def drain(self) -> None:
         """Wait (without cancelling them) until no binding call is in flight."""
         await wait_quietly(set(self._inflight.values()))
-
-
-async def wait_quietly(tasks: Iterable[asyncio.Future[Any]]) -> None:
-    """Wait for ``tasks`` without cancelling them, even if the waiter is cancelled
-    (the cancellation is re-raised once they are done)."""
-    cancelled = False
-    tasks = set(tasks)
-    while tasks:
-        try:
-            await asyncio.wait(tasks)
-        except asyncio.CancelledError:
-            cancelled = True
-        tasks = {task for task in tasks if not task.done()}
-    if cancelled:
-        raise asyncio.CancelledError
 
 
 def _result_failure(error: FrameError) -> DoneErrorMessage:

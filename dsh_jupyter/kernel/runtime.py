@@ -36,10 +36,10 @@ from typing import Any
 
 import zmq.asyncio
 
+from .._waiting import wait_quietly
 from ..abort import AbortController, AbortSignal
 from ..errors import CodeModeError
 from ..runtime import Binding, CodeRunFailure, CodeRunResult
-from .bridge import wait_quietly
 from .config import KernelRuntimeConfig
 from .forkserver import ForkLauncher, fork_supported
 from .launch import KernelLauncher, StockLauncher

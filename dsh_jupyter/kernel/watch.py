@@ -29,11 +29,12 @@ import re
 from collections.abc import Coroutine, Iterable, Mapping
 from typing import TYPE_CHECKING, Any, Final
 
+from .._waiting import wait_quietly
 from ..abort import AbortSignal
 from ..json_value import NotJsonError, snapshot_json
 from ..runtime import Binding, CodeRunFailure, CodeRunResult, FailureKind
 from . import proctree
-from .bridge import Bridge, BuiltResult, wait_quietly
+from .bridge import Bridge, BuiltResult
 from .carrier import MessageTooLarge, SocketCarrier
 from .logs import OutputBudget, OutputLog
 from .protocol import MAX_MESSAGE_BYTES, DoneErrorMessage, DoneOkMessage, HostMessage

@@ -10,10 +10,13 @@ the content is the logs joined by newlines, then the rendered result.
 from __future__ import annotations
 
 import asyncio
+import threading
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, cast
 
 from ..errors import CodeModeError, CodeRunFailedError, ToolAbortedError
-from ..json_value import JsonObject, JsonValue, dump_json, snapshot_json
+from ..json_dump import dump_json
+from ..json_value import JsonObject, JsonValue, snapshot_json
 from ..runtime import CodeRunResult
 from .bridge import DispatchBridge
 from .definition import ToolDefinition, ToolOutput
@@ -62,24 +65,51 @@ def render_result_value(value: JsonValue) -> str:
     return dump_json(value, indent=2, compact_depth=5)
 
 
-def render_run_code(_args: JsonValue, value: JsonValue) -> Content:
-    assert isinstance(value, dict)
-    logs = cast(list[str], value.get("logs") or [])
-    parts = list(logs)
-    if "result" in value:
-        parts.append(render_result_value(value["result"]))
-    text = "\n".join(parts)
-    return text_content(text if text else NO_OUTPUT)
+class RunCodeRendering:
+    """run_code's ``output.render`` (:meth:`content`) and ``presentation_meta``
+    (:meth:`meta`), which render the result once between them.
 
+    Both show the rendered result, and rendering a large one takes seconds. The
+    pipeline calls ``content`` and then, for a top-level call, ``meta`` with the same
+    frozen value, so ``content`` keeps the text next to the value it rendered and
+    ``meta`` takes it when handed that very value (compared with ``is``: the value is
+    held, so its identity cannot be recycled). One slot per run_code definition; a
+    miss (another run rendered in between, or a post-execute hook replaced the value)
+    renders again. Either method may run in a worker thread (large values)."""
 
-def run_code_meta(_args: JsonValue, value: JsonValue) -> JsonValue:
-    """Presentation metadata: the logs and the rendered result, kept apart for cards."""
-    assert isinstance(value, dict)
-    logs = value.get("logs")
-    meta: dict[str, JsonValue] = {"logs": list(logs) if isinstance(logs, list) else []}
-    if "result" in value:
-        meta["result"] = render_result_value(value["result"])
-    return meta
+    def __init__(self, render: Callable[[JsonValue], str] = render_result_value) -> None:
+        self._render = render
+        self._lock = threading.Lock()
+        self._kept: tuple[JsonValue, str] | None = None
+
+    def content(self, _args: JsonValue, value: JsonValue) -> Content:
+        assert isinstance(value, dict)
+        parts = list(cast(list[str], value.get("logs") or []))
+        if "result" in value:
+            result = self._render(value["result"])
+            with self._lock:
+                self._kept = (value, result)
+            parts.append(result)
+        text = "\n".join(parts)
+        return text_content(text if text else NO_OUTPUT)
+
+    def meta(self, _args: JsonValue, value: JsonValue) -> JsonValue:
+        """The logs and the rendered result, kept apart for cards."""
+        assert isinstance(value, dict)
+        logs = value.get("logs")
+        meta: dict[str, JsonValue] = {"logs": list(logs) if isinstance(logs, list) else []}
+        if "result" in value:
+            result = self._take(value)
+            meta["result"] = result if result is not None else self._render(value["result"])
+        return meta
+
+    def _take(self, value: JsonValue) -> str | None:
+        with self._lock:
+            kept = self._kept
+            if kept is None or kept[0] is not value:
+                return None
+            self._kept = None  # the call is done with it: hold the value no longer
+            return kept[1]
 
 
 def failure_message(result: CodeRunResult) -> str:
@@ -113,10 +143,11 @@ def run_code_definition(registry: ToolRegistry) -> ToolDefinition:
                                 ['"description" must not be blank'])
         return args
 
+    rendering = RunCodeRendering()
     return ToolDefinition(
         name=RESERVED_NAME, description=RUN_CODE_DESCRIPTION, parameters=RUN_CODE_PARAMETERS,
-        output=ToolOutput(schema=RUN_CODE_OUTPUT, render=render_run_code,
-                          presentation_meta=run_code_meta),
+        output=ToolOutput(schema=RUN_CODE_OUTPUT, render=rendering.content,
+                          presentation_meta=rendering.meta),
         execute=run_code, validator=compile_schema(RUN_CODE_PARAMETERS), parse_args=parse,
         output_validator=compile_schema(RUN_CODE_OUTPUT), present_call=present_run_code)
 

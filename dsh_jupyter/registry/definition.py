@@ -25,15 +25,15 @@ from __future__ import annotations
 
 import asyncio
 import inspect
-import json
 import math
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, TypeAlias, TypedDict, cast, get_type_hints, overload
+from typing import Any, TypeAlias, TypedDict, cast, get_origin, get_type_hints, overload
 
 import pydantic
 
 from ..errors import RegistrationError, ToolArgsError, UnsupportedSchemaError
+from ..json_dump import dump_json
 from ..json_value import JsonObject, JsonValue, NotJsonError, join_path, snapshot_json
 from .execution import ToolRunContext
 from .policy import FinalizeContent
@@ -103,10 +103,19 @@ class ToolDefinition:
 
 
 def default_render(_args: JsonValue, value: JsonValue) -> Content:
-    """Strings raw; any other JSON pretty-printed with a 2-space indent."""
+    """Strings raw; any other JSON pretty-printed with a 2-space indent.
+
+    Containers nested 1,000 or more levels deep are written compactly."""
     if isinstance(value, str):
         return text_content(value)
-    return text_content(json.dumps(value, indent=2, ensure_ascii=False))
+    # The text of json.dumps(value, indent=2, ensure_ascii=False), which failed with a
+    # RecursionError before reaching that depth, written in bounded steps (large values
+    # are rendered in a worker thread that must hand the GIL back to the loop).
+    return text_content(dump_json(value, indent=2, compact_depth=_PRETTY_DEPTH))
+
+
+_PRETTY_DEPTH = 1000
+_DUMP_SLICE = 2_000  # list items per pydantic call: a few milliseconds for plain rows
 
 
 @overload
@@ -377,7 +386,17 @@ def _from_function(fn: Callable[..., Any], /, **options: Any) -> ToolDefinition:
             return await fn(*positional, **kwargs)
         return await asyncio.to_thread(fn, *positional, **kwargs)
 
+    by_slices = get_origin(hints["return"]) is list
+
     def dump(value: Any) -> Any:
+        if by_slices and type(value) is list and len(value) > _DUMP_SLICE:
+            # One pydantic call holds the GIL for as long as the whole value takes:
+            # a long list is dumped a slice at a time (its items are dumped one by one).
+            dumped: list[Any] = []
+            for start in range(0, len(value), _DUMP_SLICE):
+                dumped.extend(adapter.dump_python(value[start:start + _DUMP_SLICE],
+                                                  mode="json"))
+            return dumped
         return adapter.dump_python(value, mode="json")
 
     validator = compile_schema(params_schema)

@@ -10,6 +10,14 @@ body starts yields ``ABORTED_BEFORE_DISPATCH``; after it, only a success becomes
 ``ABORTED``; a started body is always awaited to settlement. If the awaiting
 task itself is cancelled, the call's result is still published (as aborted)
 before ``CancelledError`` propagates.
+
+Threads: every hook runs on the event loop, except for a large value
+(:func:`~dsh_jupyter.registry.offload.is_large`: more than a couple of thousand
+elements, or a very long string). Then turning the body's value into a result
+(``dump_output``, the snapshot, output validation, ``output.render``) and
+``presentation_meta`` run in a worker thread, so the loop stays responsive; those
+three hooks must not touch the event loop. The call awaits the thread even when
+cancelled, and the time counts toward ``timeout_ms`` like the body's own.
 """
 
 from __future__ import annotations
@@ -29,6 +37,7 @@ from ..events import ToolCallEvent, ToolResultEvent
 from ..json_value import FrozenDict, JsonObject, NotJsonError, snapshot_json
 from .definition import ToolDefinition
 from .execution import ExecutionToken, ToolCall, ToolExecution, ToolRunContext
+from .offload import in_worker_thread, is_large
 from .policy import NO_VALUE, Accept, Allow, Approval, Ask, Block, Deny, PreDecision
 from .results import (
     AdditionalContext,
@@ -96,6 +105,8 @@ async def execute(registry: ToolRegistry, call: ToolCall, *,
                                     time=started))
     try:
         result = await _run(registry, execution, definition, resolved, args_error, state, gate)
+        if definition is not None and definition.output.presentation_meta is not None:
+            result = await _with_meta(execution, definition, result)
     except asyncio.CancelledError:
         if state.body_done is not None and not state.body_done.is_set():
             await _settle(state.body_done)
@@ -256,7 +267,7 @@ async def _dispatch(execution: ToolExecution, definition: ToolDefinition,
         finally:
             if state.body_done is not None:
                 state.body_done.set()
-        return _success(execution, definition, raw, dump=True)
+        return await _canonical(execution, definition, raw, dump=True)
 
     if not wrappers:
         return await body(caller_signal)
@@ -279,8 +290,8 @@ async def _dispatch(execution: ToolExecution, definition: ToolDefinition,
         await _settle(state.body_done)  # a wrapper returned early: the body still owns work
     if isinstance(result, ToolSuccess) and id(result) not in produced:
         # A wrapper-authored success is normalised like the body's own value.
-        result = _success(execution, definition, result.value, dump=False,
-                          contexts=result.additional_contexts)
+        result = await _canonical(execution, definition, result.value, dump=False,
+                                  contexts=result.additional_contexts)
     return result
 
 
@@ -299,9 +310,19 @@ async def _wrap(wrapper: Any, execution: ToolExecution,
     return result
 
 
+async def _canonical(execution: ToolExecution, definition: ToolDefinition, raw: Any, *,
+                     dump: bool, contexts: tuple[AdditionalContext, ...] = ()) -> ToolResult:
+    """:func:`_success`, in a worker thread when ``raw`` is large."""
+    if is_large(raw):
+        return await in_worker_thread(
+            lambda: _success(execution, definition, raw, dump=dump, contexts=contexts))
+    return _success(execution, definition, raw, dump=dump, contexts=contexts)
+
+
 def _success(execution: ToolExecution, definition: ToolDefinition, raw: Any, *, dump: bool,
              contexts: tuple[AdditionalContext, ...] = ()) -> ToolResult:
-    """Snapshot, validate and render a canonical value (INVALID_TOOL_OUTPUT on failure)."""
+    """Snapshot, validate and render a canonical value (INVALID_TOOL_OUTPUT on failure).
+    May run in a worker thread (see the module docstring): touches no loop object."""
     name = definition.name
     try:
         if dump and definition.dump_output is not None:
@@ -351,7 +372,7 @@ async def _post(execution: ToolExecution, definition: ToolDefinition, hooks: tup
                              "Accept may replace one of them", "HOOK_FAILED")
             break
         if decision.value is not NO_VALUE:
-            result = _success(execution, definition, decision.value, dump=False)
+            result = await _canonical(execution, definition, decision.value, dump=False)
         elif decision.content is not None:
             result = result.with_content(_as_content(decision.content))
         contexts.extend(decision.contexts)
@@ -366,10 +387,8 @@ def _as_content(content: Content | str | list[Any]) -> Content:
 
 def _publish(registry: ToolRegistry, execution: ToolExecution, definition: ToolDefinition | None,
              result: ToolResult, started: float) -> ToolResult:
-    if definition is not None:
-        result = _with_meta(execution, definition, result)
-        if definition.finalize_content is not None:
-            result = _finalize(execution, definition, result)
+    if definition is not None and definition.finalize_content is not None:
+        result = _finalize(execution, definition, result)
     hooks = registry.hooks(execution.agent)
     for observer in hooks.observers:
         try:
@@ -382,11 +401,20 @@ def _publish(registry: ToolRegistry, execution: ToolExecution, definition: ToolD
     return result
 
 
-def _with_meta(execution: ToolExecution, definition: ToolDefinition,
-               result: ToolResult) -> ToolResult:
-    meta_fn = definition.output.presentation_meta
-    if meta_fn is None or result.is_error or execution.parent is not None:
+async def _with_meta(execution: ToolExecution, definition: ToolDefinition,
+                     result: ToolResult) -> ToolResult:
+    if result.is_error or execution.parent is not None:
         return result
+    if is_large(result.value):
+        return await in_worker_thread(lambda: _meta(execution, definition, result))
+    return _meta(execution, definition, result)
+
+
+def _meta(execution: ToolExecution, definition: ToolDefinition,
+          result: ToolResult) -> ToolResult:
+    """Attach ``presentation_meta``. May run in a worker thread: touches no loop object."""
+    meta_fn = definition.output.presentation_meta
+    assert meta_fn is not None
     try:
         meta = snapshot_json(meta_fn(execution.arguments, result.value))
     except Exception as exc:

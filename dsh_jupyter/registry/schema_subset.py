@@ -13,9 +13,9 @@ from collections.abc import Callable
 from typing import Any, TypeAlias
 
 from dsh_jupyter.errors import UnsupportedSchemaError
+from dsh_jupyter.json_dump import dump_json
 from dsh_jupyter.json_value import (
     NotJsonError,
-    dump_json,
     is_json_integer,
     is_json_number,
     join_path,

@@ -27,7 +27,8 @@ from __future__ import annotations
 import html
 import re
 
-from ..json_value import JsonValue, NotJsonError, dump_json
+from ..json_dump import dump_json
+from ..json_value import JsonValue, NotJsonError
 
 MAX_LINES = 400
 MAX_CHARS = 40_000
