@@ -36,9 +36,10 @@ class KernelRuntimeConfig:
       plus the return value (compact JSON). Over it, the run fails with
       ``output-limit`` and keeps the log entries that fit.
     - ``max_buffered_output_bytes`` (per runtime, not per run): what all runs in
-      flight may hold together (each log entry counted with its memory overhead).
-      A run that would pass it fails with ``output-limit``: four floods at once
-      cannot hold four times the memory of one.
+      flight may hold together, in memory terms (each log entry counted with its
+      overhead, so a million one-character lines cost what they weigh). A run
+      that would pass it fails with ``output-limit``. It bounds one run too:
+      raise it with ``max_output_bytes`` to let a run keep more than 16 MiB.
     - ``memory_bytes`` / ``open_files``: optional RLIMIT_AS / RLIMIT_NOFILE of
       local kernels (a program over the memory cap gets ``MemoryError``).
 
@@ -87,7 +88,7 @@ class KernelRuntimeConfig:
     compute_seconds: float = 60.0
     wall_seconds: float = 600.0
     max_output_bytes: int = 64 * MiB
-    max_buffered_output_bytes: int = 64 * MiB
+    max_buffered_output_bytes: int = 16 * MiB
     memory_bytes: int | None = None
     open_files: int | None = None
     startup_seconds: float = 60.0

@@ -54,11 +54,9 @@ class OutputBudget:
         self.max_bytes = max_bytes
         self.used = 0
 
-    def take(self, size: int, *, holding: int = 0) -> bool:
-        """Draw ``size`` bytes for a holder that already holds ``holding``; ``False``
-        (nothing drawn) when that would pass the limit, unless the holder holds all that
-        is drawn: a run alone is bound by its own cap only, however the two compare."""
-        if self.used + size > self.max_bytes and self.used > holding:
+    def take(self, size: int) -> bool:
+        """Draw ``size`` bytes; ``False`` (nothing drawn) when that would pass the limit."""
+        if self.used + size > self.max_bytes:
             return False
         self.used += size
         return True
@@ -155,7 +153,7 @@ class OutputLog:
     def _draw(self, size: int) -> bool:
         if self._budget is None:
             return True
-        if not self._budget.take(size, holding=self._drawn):
+        if not self._budget.take(size):
             self.over_budget = True
             self._trip()
             return False
