@@ -1,9 +1,11 @@
 """The fork server: preloads IPython and ipykernel once, then forks one kernel per request.
 
 Run by the host as ``python -I _forkserver.py CONTROL_FD PROCTREE_PY INKERNEL_PY
-CONFINE_PY RUNTIME_DIR`` (standard library plus what it preloads). At fork time it
+CONFINE_PY RUNTIME_DIR NICE`` (standard library plus what it preloads). At fork time it
 has no threads, no zmq context and no event loop; each child becomes a kernel in
-its own session, a child subreaper (orphans stay in its tree), dies with the
+its own process group (in the server's session, which runs ``NICE`` below the
+host: see :meth:`Server.lower_session`), a child subreaper (orphans stay in its
+tree), dies with the
 server (``PR_SET_PDEATHSIG``), is confined when the request carries a plan (see
 ``_confine.py``: the child then waits outside while the kernel runs as PID 2 of
 its own namespaces), gets its own environment, working directory and resource
@@ -17,7 +19,7 @@ one that signals, kills and reaps them: a PID it answers for is never reused
 behind the host's back. Control messages are JSON lines on a unix socket::
 
     host -> server  {"op": "spawn", "id", "connection", "cwd", "env", "limits", "argv",
-                     "confine", "nice"}
+                     "confine"}
                     {"op": "signal", "id", "pid", "signum"}
                     {"op": "kill", "id", "pid"}
     server -> host  {"event": "ready", "pid"}
@@ -48,6 +50,7 @@ from typing import Any
 
 PR_SET_PDEATHSIG = 1
 PR_SET_DUMPABLE = 4
+AUTOGROUP_RETRY_SECONDS = 0.11
 PR_SET_CHILD_SUBREAPER = 36
 INKERNEL_MODULE = "_dsh_jupyter_inkernel"
 INKERNEL_FILENAME = "<dsh_jupyter.inkernel>"
@@ -91,11 +94,13 @@ def _preload(inkernel_path: str) -> None:
 
 class Server:
     def __init__(self, control: socket.socket, proctree: Any, confine: Any,
-                 runtime_dir: str) -> None:
+                 runtime_dir: str, nice: int) -> None:
         self.control = control
         self.proctree = proctree
         self.confine = confine
         self.runtime_dir = runtime_dir
+        self.nice = nice
+        self.session_lowered = nice == 0
         self.kernels: set[int] = set()
         self.wake_read, wake_write = os.pipe()
         os.set_blocking(self.wake_read, False)
@@ -111,8 +116,12 @@ class Server:
         self.send({"event": "ready", "pid": os.getpid()})
         buffer = b""
         while True:
+            if not self.session_lowered:
+                self.lower_session()
+            timeout = None if self.session_lowered else AUTOGROUP_RETRY_SECONDS
             try:
-                readable, _, _ = select.select([self.control.fileno(), self.wake_read], [], [])
+                readable, _, _ = select.select([self.control.fileno(), self.wake_read], [], [],
+                                               timeout)
             except InterruptedError:
                 continue
             if self.wake_read in readable:
@@ -156,6 +165,22 @@ class Server:
         self.kernels.add(pid)
         return pid
 
+    def lower_session(self) -> None:
+        """Run the server's session (and so every kernel: they stay in it) ``nice`` below
+        the host. With autogroup scheduling, the default on many systems, sessions share
+        the CPU as groups whatever their members' nice values: four spinning kernels in
+        sessions of their own kept the host's event loop waiting on the run queue two
+        thirds of the time. Linux allows this once per 100 ms without CAP_SYS_ADMIN
+        (EAGAIN), so it is retried from the serve loop until it takes."""
+        try:
+            with open("/proc/self/autogroup", "w") as autogroup:
+                autogroup.write(str(self.nice))
+        except BlockingIOError:
+            return  # the rate limit: the next wake-up tries again
+        except OSError:
+            pass  # no autogroup scheduling here
+        self.session_lowered = True
+
     def become_kernel(self, request: dict[str, Any]) -> None:
         signal.set_wakeup_fd(-1)
         for signum in (signal.SIGCHLD, signal.SIGINT, signal.SIGTERM):
@@ -163,7 +188,7 @@ class Server:
         self.control.close()
         os.close(self.wake_read)
         os.close(self.wake_write)
-        os.setsid()
+        os.setpgid(0, 0)  # its own group, to signal and kill; the server's (lowered) session
         _prctl(PR_SET_CHILD_SUBREAPER, 1)
         _prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
         null = os.open(os.devnull, os.O_RDWR)
@@ -184,7 +209,8 @@ class Server:
                      "cpu": resource.RLIMIT_CPU}[name]
             # CPU: SIGXCPU at the limit, SIGKILL a second later if the program handles it.
             resource.setrlimit(which, (value, value + 1 if name == "cpu" else value))
-        lower_priority(request.get("nice", 0))
+        with contextlib.suppress(OSError):
+            os.nice(self.nice)  # below the host within the session too
         import random
         import tempfile
 
@@ -257,18 +283,6 @@ class Server:
             shutil.rmtree(self.runtime_dir, ignore_errors=True)
 
 
-def lower_priority(nice: int) -> None:
-    """Run below the host: a busy program must not take the CPU from the host's event loop.
-    With autogroup scheduling (the default on desktops and many servers) each session
-    shares the CPU as a group whatever its members' nice values, so the kernel's session
-    (its own, from setsid) is lowered too: four spinning kernels otherwise kept the host
-    waiting on the run queue for two thirds of the time."""
-    with contextlib.suppress(OSError):
-        os.nice(nice)
-    with contextlib.suppress(OSError), open("/proc/self/autogroup", "w") as autogroup:
-        autogroup.write(str(nice))
-
-
 def _status(raw: int) -> int:
     return 128 + os.WTERMSIG(raw) if os.WIFSIGNALED(raw) else os.WEXITSTATUS(raw)
 
@@ -281,7 +295,7 @@ def main(argv: list[str]) -> None:
     _prctl(PR_SET_CHILD_SUBREAPER, 1)
     gc.collect()
     gc.freeze()  # keep preloaded objects out of collections: fewer pages copied per kernel
-    Server(control, proctree, confine, argv[4]).serve()
+    Server(control, proctree, confine, argv[4], int(argv[5])).serve()
 
 
 if __name__ == "__main__":

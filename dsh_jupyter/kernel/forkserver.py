@@ -53,13 +53,13 @@ class ForkServer:
 
     @classmethod
     async def start(cls, env: dict[str, str], startup_seconds: float,
-                    runtime_dir: Path) -> ForkServer:
+                    runtime_dir: Path, nice: int) -> ForkServer:
         host_end, server_end = socket.socketpair()
         try:
             process = subprocess.Popen(  # noqa: ASYNC220  # fork+exec, returns at once
                 [sys.executable, "-I", str(SERVER_SCRIPT), str(server_end.fileno()),
                  str(_HERE / "proctree.py"), str(_HERE / "_inkernel.py"), str(CONFINE_SCRIPT),
-                 str(runtime_dir)],
+                 str(runtime_dir), str(nice)],
                 pass_fds=[server_end.fileno()], env=env, cwd="/",
                 stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                 start_new_session=True,
@@ -246,7 +246,7 @@ class ForkLauncher:
                     self._server = None
                 self._server = await ForkServer.start(
                     scrubbed_environment(self._config), self._config.startup_seconds,
-                    self._runtime_dir)
+                    self._runtime_dir, self._config.kernel_nice)
             return self._server
 
     async def start(self, workspace: Workspace, env: dict[str, str]) -> ForkKernel:
@@ -257,7 +257,7 @@ class ForkLauncher:
             error_file=workspace.confine_log)
         reply = await server.request(
             "spawn", connection=info, cwd=str(workspace.cwd), env=env, limits=self._limits,
-            argv=list(KERNEL_ARGS), confine=plan, nice=self._config.kernel_nice,
+            argv=list(KERNEL_ARGS), confine=plan,
         )
         return ForkKernel(server, int(reply["pid"]), info)
 

@@ -4,7 +4,7 @@ A kernel sends arguments or a return value whose JSON is over ``FRAME_BYTES`` as
 sequence of frames (``_inkernel.frame_texts``): each is a JSON array of operations
 (open or close a container, add values, slices of elements or members, keys, pieces
 of a long string). :class:`ValueBuilder` applies one frame per :meth:`feed`, so the
-host decodes at most one frame (~256 KiB) between two turns of its event loop,
+host decodes at most one frame (~64 KiB) between two turns of its event loop,
 instead of one 10 MB message in a single call.
 
 The kernel is hostile: every operation is checked against the builder's state; a

@@ -31,7 +31,7 @@ from ..json_value import JsonValue
 TARGET_NAME = "dsh_jupyter.tools"
 MAX_MESSAGE_BYTES = 2 * 1024 * 1024
 """The largest message a kernel may send. Nothing the injected module sends comes near
-it (output goes in 64 KiB chunks, large values as ~256 KiB frames, failure messages are
+it (output goes in 64 KiB chunks, large values as ~64 KiB frames, failure messages are
 clipped): a bigger one drops the connection, and the run ends as ``output-limit``."""
 MAX_ID_LENGTH = 64
 MAX_NAME_LENGTH = 256

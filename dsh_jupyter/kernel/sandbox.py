@@ -146,14 +146,21 @@ def confinement_plan(sandbox: SandboxConfig, *, workspace: Path, tmp: Path,
     script, say) are readable too. Without it, the host's own interpreter."""
     named = [arg for arg in command[1:] if os.path.isabs(arg) and os.path.isfile(arg)
              and not arg.startswith(str(workspace))]
-    paths = (*SYSTEM_PATHS, *interpreter_paths(command[0] if command else None),
-             *named, *sandbox.read_only_paths)
+    static = _readable(sandbox, command[0] if command else None)
     return {
         "uid": os.getuid(), "gid": os.getgid(), "network": sandbox.network,
-        "read_only": _outermost(p for p in paths if os.path.lexists(p)),
+        "read_only": _outermost((*static, *named)) if named else list(static),
         "workspace": str(workspace),
         "tmp": str(tmp), "error_file": str(error_file),
     }
+
+
+@functools.lru_cache(maxsize=16)
+def _readable(sandbox: SandboxConfig, executable: str | None) -> tuple[str, ...]:
+    """The read-only paths a kernel needs that do not change from one kernel to the next
+    (looked up once: the file system work stays off the start of every kernel)."""
+    paths = (*SYSTEM_PATHS, *interpreter_paths(executable), *sandbox.read_only_paths)
+    return tuple(_outermost(p for p in paths if os.path.lexists(p)))
 
 
 def _outermost(paths: Iterable[str]) -> list[str]:
