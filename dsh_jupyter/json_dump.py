@@ -25,6 +25,7 @@ from .json_value import (
     JsonValue,
     NotJsonError,
     _describe,
+    breathe,
 )
 
 
@@ -136,6 +137,7 @@ class _Dumper:
             child_depth = depth + 1
             items = iter(node.items())
             while chunk := dict(islice(items, _CHUNK)):
+                breathe()
                 text = self._encode_run(chunk, sep)
                 if text is not None:
                     yield text[1:-1] if first else sep + text[1:-1]
@@ -150,6 +152,7 @@ class _Dumper:
             return
         yield "[" + inner
         for start in range(0, len(node), _CHUNK):
+            breathe()
             pieces: list[object] = []
             self._array_items(node[start:start + _CHUNK], depth, first, pieces)
             yield from pieces
@@ -301,6 +304,7 @@ def _write_scalar(node: object, out: list[str]) -> None:
             return
         out.append('"')
         for start in range(0, len(node), _CHUNK_CHARS):
+            breathe()
             out.append(_STRING_ENCODER(node[start:start + _CHUNK_CHARS])[1:-1])
         out.append('"')
     elif node is None:

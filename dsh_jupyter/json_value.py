@@ -18,6 +18,7 @@ at a time, and long strings ``_CHUNK_CHARS`` characters at a time.
 from __future__ import annotations
 
 import math
+import time
 from collections.abc import Iterable, Iterator
 from itertools import islice
 from typing import Any, NoReturn, TypeAlias, cast
@@ -29,6 +30,14 @@ JsonObject: TypeAlias = "dict[str, JsonValue]"
 # milliseconds, after which a worker thread can hand the GIL back to the event loop.
 _CHUNK = 20_000
 _CHUNK_CHARS = 1 << 20
+
+
+def breathe() -> None:
+    """Between two chunks: let another thread take the GIL at once. A thread waiting for
+    the GIL otherwise gets it only when the holder's switch interval (5 ms) runs out, and
+    the event loop, whose every system call releases and retakes it, would pay that
+    again and again while a worker thread renders a large value."""
+    time.sleep(0)
 
 
 def _immutable(self: object, *_: object, **__: object) -> NoReturn:
@@ -205,6 +214,7 @@ def _flat_list(value: list[Any], cls: type[list[Any]]) -> list[Any] | None:
     kinds: set[type] = set()
     for start in range(0, len(value), _CHUNK):
         kinds.update(map(type, value[start:start + _CHUNK]))
+        breathe()
     if not kinds <= _PLAIN_SCALAR_SET:
         if not kinds <= _PLAIN_SCALAR_SET | {float}:
             return None
@@ -222,6 +232,7 @@ def _build_list(values: list[Any], cls: type[list[Any]]) -> list[Any]:
     built = cls()
     for start in range(0, len(values), _CHUNK):
         list.extend(built, values[start:start + _CHUNK])  # list's own: FrozenList's refuses
+        breathe()
     return built
 
 
@@ -234,6 +245,7 @@ def _build_dict(items: Iterable[tuple[str, Any]], size: int,
     pending = iter(items)
     while chunk := dict(islice(pending, _CHUNK)):
         dict.update(built, chunk)  # dict's own method: FrozenDict's refuses
+        breathe()
     return built
 
 
