@@ -100,11 +100,13 @@ def _describe(value: object) -> str:
     return type(value).__name__
 
 
-def snapshot_json(value: object, *, freeze: bool = True) -> JsonValue:
+def snapshot_json(value: object, *, freeze: bool = True,
+                  max_depth: int | None = None) -> JsonValue:
     """Detach ``value`` as lossless JSON (frozen unless ``freeze=False``).
 
-    Raises :class:`NotJsonError` naming the first offending path. Linear in the size of
-    the value whatever its shape (paths are built only for the error).
+    Raises :class:`NotJsonError` naming the first offending path, also for containers
+    nested deeper than ``max_depth`` (when given; found without walking the rest). Linear
+    in the size of the value whatever its shape (paths are built only for the error).
     """
     try:
         scalar = _scalar(value)
@@ -148,6 +150,8 @@ def snapshot_json(value: object, *, freeze: bool = True) -> JsonValue:
                 raise NotJsonError(join_path(_path(stack, len(stack) - 1), key),
                                    problem.text) from None
             if converted is _CONTAINER:
+                if max_depth is not None and len(stack) >= max_depth:
+                    raise NotJsonError("", f"is nested more than {max_depth} levels deep")
                 # A container of scalars alone (most rows of a table) needs no frame, and
                 # cannot be part of a cycle.
                 flat = (_flat_object(child, dict_cls) if isinstance(child, dict)
@@ -211,10 +215,10 @@ def _flat_list(value: list[Any], cls: type[list[Any]]) -> list[Any] | None:
     """Fast path for an array of plain scalars and finite floats (a column of numbers),
     built as ``cls``: its element types are collected in C. ``None`` when it needs the
     general walk (which also names the index of a problem)."""
-    kinds: set[type] = set()
-    for start in range(0, len(value), _CHUNK):
-        kinds.update(map(type, value[start:start + _CHUNK]))
+    kinds: set[type] = set(map(type, value[:_CHUNK]))
+    for start in range(_CHUNK, len(value), _CHUNK):
         breathe()
+        kinds.update(map(type, value[start:start + _CHUNK]))
     if not kinds <= _PLAIN_SCALAR_SET:
         if not kinds <= _PLAIN_SCALAR_SET | {float}:
             return None

@@ -73,6 +73,14 @@ def test_cycles_are_rejected_but_shared_subtrees_are_fine() -> None:
         snapshot_json(cyclic)
 
 
+def test_max_depth_refuses_deeper_values_without_walking_them() -> None:
+    assert snapshot_json(deep_list(10), max_depth=11) == deep_list(10)
+    with pytest.raises(NotJsonError, match="nested more than 10 levels deep"):
+        snapshot_json(deep_list(10), max_depth=10)
+    with pytest.raises(NotJsonError, match=r"^the value is nested more than 3 levels"):
+        snapshot_json({"a": [{"b": [[1]]}]}, max_depth=3)
+
+
 def test_json_number_semantics() -> None:
     assert is_json_integer(1) and is_json_integer(1.0)
     assert not is_json_integer(True) and not is_json_integer(1.5)

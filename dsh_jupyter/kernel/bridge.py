@@ -33,7 +33,7 @@ from ..abort import AbortController
 from ..json_value import JsonValue, NotJsonError, snapshot_json
 from ..runtime import RUN_SIGNAL, Binding, BindingError
 from ..runtime import run_signal as run_signal  # re-exported: dsh_jupyter.kernel.run_signal
-from .frames import FrameError, FrameTooLarge, ValueBuilder
+from .frames import MAX_DEPTH, FrameError, FrameTooLarge, ValueBuilder
 from .protocol import (
     DoneErrorMessage,
     DoneOkMessage,
@@ -194,7 +194,7 @@ class Bridge:
             self._reply(result_error(call_id, str(error) or type(error).__name__))
             return
         try:
-            result = snapshot_json(value, freeze=False)
+            result = snapshot_json(value, freeze=False, max_depth=MAX_DEPTH)
         except (NotJsonError, RecursionError) as error:
             self._reply(result_error(call_id, f"the tool's value is not lossless JSON: {error}"))
             return

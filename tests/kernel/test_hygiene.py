@@ -91,13 +91,14 @@ return {"builtins": hasattr(builtins, "leaked"), "module": hasattr(json, "leaked
 
 
 async def test_nothing_outlives_the_runtime(make_runtime: RuntimeFactory) -> None:
+    before = set(proctree.descendants(os.getpid()))  # other tests' runtimes, still closing
     runtime = await make_runtime()
     tag = str(uuid.uuid4().int)[:12]
     program = (f"import os, subprocess\nsubprocess.Popen(['sleep', '600.{tag}'])\n"
                "return os.environ['HOME']")
     result = await run(runtime, program)
     home = result.value
-    ours = set(proctree.descendants(os.getpid()))  # kernels, keepers, the fork server
+    ours = set(proctree.descendants(os.getpid())) - before  # kernels, keepers, fork server
     assert ours
     await runtime.aclose()
     assert isinstance(home, str)

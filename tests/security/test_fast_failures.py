@@ -154,6 +154,6 @@ except ToolCallError as error:
     result = await run_code(registry, program)
     assert time.perf_counter() - started < 10
     assert result.error is None, result.error
-    assert "nested too deeply" in result.value["result"]  # type: ignore[index]
+    assert "nested more than 500 levels deep" in result.value["result"]  # type: ignore[index]
     log.settlement()
     assert not await harness.finish()
