@@ -63,7 +63,7 @@ class _Output:
         self.logs: list[str] = []
         self._partial = ""
         self._limit = limit
-        self._used = 2  # the enclosing JSON array's brackets
+        self.used = 2  # the enclosing JSON array's brackets
         self.overflow = False
 
     def write(self, text: str) -> None:
@@ -75,11 +75,11 @@ class _Output:
             self._add(line)
 
     def _add(self, line: str) -> None:
-        size = len(json.dumps(line, ensure_ascii=False).encode()) + 1
-        if self._used + size > self._limit:
+        size = _json_size(line) + (1 if self.logs else 0)  # and the comma before it
+        if self.used + size > self._limit:
             self.overflow = True
             raise _OutputLimit
-        self._used += size
+        self.used += size
         self.logs.append(line)
 
     def flush(self) -> None:
@@ -95,6 +95,10 @@ class _Output:
 
 class _OutputLimit(Exception):
     pass
+
+
+def _json_size(value: JsonValue) -> int:
+    return len(json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode())
 
 
 def compile_program(program: str) -> Any:
@@ -151,7 +155,7 @@ class InProcessRuntime:
             if not why:
                 raise
             kind = why[0]
-            message = (f"aborted: {signal.reason}" if kind == "abort"
+            message = (str(signal.reason) if kind == "abort"
                        else f"wall time budget of {self.wall_seconds:g} s exceeded")
             return _failed(kind, message, output)
         except _OutputLimit:
@@ -171,6 +175,9 @@ class InProcessRuntime:
             result: JsonValue = snapshot_json(value, freeze=False)
         except NotJsonError as exc:
             return _failed("invalid-output", f"the return value is not lossless JSON: {exc}",
+                           output)
+        if result is not None and output.used + _json_size(result) > self.max_output_bytes:
+            return _failed("output-limit", f"output exceeded {self.max_output_bytes} bytes",
                            output)
         return CodeRunResult(logs=tuple(output.logs), value=result)
 

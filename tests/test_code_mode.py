@@ -416,9 +416,13 @@ async def test_outer_abort_aborts_in_flight_and_abandons_queued_calls() -> None:
     registry.on_event(lambda e: events.append(f"{e['kind']} {e['call_id']}"))
     controller = AbortController()
     asyncio.get_running_loop().call_later(0.05, controller.abort, "user stop")
-    code = "await asyncio.gather(tools.slow({}), tools.slow({}), tools.slow({}))"
+    code = ("print('before')\n"
+            "await asyncio.gather(tools.slow({}), tools.slow({}), tools.slow({}))")
     result = await run(registry, code, signal=controller.signal)
-    assert result.error is not None and result.error.code == "ABORTED"
+    # 000: an abort after invocation replaces only a success; the run's own failure stays
+    # CODE_RUN_FAILED, kind abort, with the lines printed so far.
+    assert result.error is not None and result.error.code == "CODE_RUN_FAILED"
+    assert result.error.message == "code run failed (abort): user stop\nCaptured output:\nbefore"
     assert len(seen_signals) == 1 and seen_signals[0].aborted
     # one started sub-call, settled once; the two queued ones left no events
     assert events == ["tool/call r1", "tool/code-dispatch-start r1:code:1",

@@ -234,6 +234,47 @@ async def test_presentation_meta_only_for_top_level_calls() -> None:
     assert definition.present_call({}) == GenericCallView(title="T", kind="read")
 
 
+def test_presenters_see_only_valid_arguments() -> None:
+    """000: defineTool soft-validates older logged arguments and falls back: a logged call
+    whose arguments miss or mistype a field never reaches the presenter (which would raise
+    KeyError or AttributeError); every consumer gets None, the generic view."""
+    seen: list[Any] = []
+
+    def call_view(args: Any) -> GenericCallView:
+        seen.append(args)
+        return GenericCallView(title=args["path"].upper(), kind="read")
+
+    def result_view(args: Any, durable: Any) -> Any:
+        seen.append(args)
+        return None
+
+    tool = define_tool(
+        name="read", parameters={"type": "object", "properties": {"path": {"type": "string"}},
+                                 "required": ["path"], "additionalProperties": False},
+        output={"schema": {"type": "string"}, "render": lambda a, v: v},
+        present_call=call_view, present_result=result_view, execute=lambda a, c: "")
+    assert tool.present_call is not None and tool.present_result is not None
+    assert tool.present_call({"path": "a.txt"}) == GenericCallView(title="A.TXT", kind="read")
+    for old in ({}, {"path": 3}, {"file": "a.txt"}, "not an object", None):
+        assert tool.present_call(old) is None
+        assert tool.present_result(old, object()) is None
+    assert seen == [{"path": "a.txt"}]
+
+
+def test_presenters_of_a_pydantic_tool_see_only_what_the_model_accepts() -> None:
+    class Args(pydantic.BaseModel):
+        path: str
+        lines: int = pydantic.Field(default=10, ge=1)
+
+    tool = define_tool(name="head", parameters=Args,
+                       output={"schema": {"type": "string"}, "render": lambda a, v: v},
+                       present_call=lambda args: GenericCallView(title=args["path"]),
+                       execute=lambda a, c: "")
+    assert tool.present_call is not None
+    assert tool.present_call({"path": "x"}) == GenericCallView(title="x")
+    assert tool.present_call({"path": "x", "lines": 0}) is None  # fails the model's check
+
+
 def test_define_tool_as_decorator_with_options() -> None:
     @define_tool(name="renamed", description="Explicit.")
     async def f() -> str:

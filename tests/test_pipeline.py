@@ -28,6 +28,7 @@ from dsh_jupyter import (
     enforce_timeouts,
 )
 from dsh_jupyter.json_dump import dump_json
+from dsh_jupyter.registry.execution import ExecutionToken
 from dsh_jupyter.registry.offload import LARGE_NODES, LARGE_TEXT, is_large
 
 ECHO_PARAMS = {"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]}
@@ -355,6 +356,37 @@ async def test_finalize_content_runs_once_on_every_outcome() -> None:
     assert aborted.text.startswith("final: Error:")
 
 
+@pytest.mark.parametrize("broken", ["raises", "returns a number"])
+async def test_a_failing_finalize_content_fails_closed(
+        broken: str, caplog: pytest.LogCaptureFixture) -> None:
+    """A redaction finalizer that crashes must not leak what it was meant to redact: the
+    result becomes HOOK_FAILED carrying none of the content; observers see it once."""
+    registry = ToolRegistry()
+    observed: list[Any] = []
+
+    def finalize(execution: ToolExecution, result: Any) -> Any:
+        if broken == "raises":
+            raise ValueError(f"cannot redact {result.text}")
+        return 42
+
+    async def body(args: Any, ctx: ToolRunContext) -> str:
+        ctx.defer_context(AdditionalContext(source="s", text="kept"))
+        return "password=hunter2"
+
+    registry.register(define_tool(name="t", parameters={"type": "object"},
+                                  output={"schema": {"type": "string"}, "render": lambda a, v: v},
+                                  execute=body, finalize_content=finalize))
+    registry.on_result(lambda e, r: observed.append(r))
+    result = await registry.execute(call("t", {}))
+    assert result.error is not None and result.error.code == "HOOK_FAILED"
+    assert "finalize_content of t failed" in result.text
+    assert "hunter2" not in result.text and "hunter2" not in result.error.message
+    assert not hasattr(result, "value") or result.value is None  # type: ignore[attr-defined]
+    assert [c.text for c in result.additional_contexts] == ["kept"]
+    assert observed == [result]
+    assert "finalize_content of t failed" in caplog.text
+
+
 async def test_observer_failures_are_contained(caplog: pytest.LogCaptureFixture) -> None:
     registry = ToolRegistry()
     registry.register(echo_tool())
@@ -566,6 +598,22 @@ async def test_execution_mode_classifier() -> None:
     assert registry.execution_mode(call("missing", {})) == "exclusive"
 
 
+@pytest.mark.parametrize("mode", ["code", "both"])
+async def test_execution_mode_classifies_the_call_execute_would_run(mode: str) -> None:
+    """000: executionMode reads the resolved definition: under ``code`` a model-direct call
+    to a concurrency-safe tool resolves to UNKNOWN_TOOL, so it is exclusive; the same call
+    from a program (with a parent) is parallel."""
+    registry = ToolRegistry(mode=mode)  # type: ignore[arg-type]
+    registry.register(echo_tool(is_concurrency_safe=lambda args: True))
+    direct = call(args={"text": "a"})
+    executed = await registry.execute(direct)
+    collapsed = executed.error is not None and executed.error.code == "UNKNOWN_TOOL"
+    assert collapsed is (mode == "code")
+    assert registry.execution_mode(direct) == ("exclusive" if collapsed else "parallel")
+    sub_call = dataclasses.replace(direct, parent=ExecutionToken())
+    assert registry.execution_mode(sub_call) == "parallel"
+
+
 async def test_wrapper_may_fail_with_its_own_code() -> None:
     registry = ToolRegistry()
     registry.register(echo_tool())
@@ -687,3 +735,24 @@ async def test_a_cancelled_call_still_waits_for_its_render_thread() -> None:
     with pytest.raises(asyncio.CancelledError):
         await task
     assert [r.error.code for r in published] == ["ABORTED"]
+
+
+async def test_the_run_context_is_the_execution() -> None:
+    """The seed's ToolRunContext extends ToolExecution: a body reads ``ctx.parent``,
+    ``ctx.call_id`` and ``ctx.agent`` directly."""
+    registry = ToolRegistry()
+    scope = registry.scope("helper")
+    seen: list[tuple[Any, ...]] = []
+
+    async def body(args: Any, ctx: ToolRunContext) -> str:
+        seen.append((isinstance(ctx, ToolExecution), ctx.call_id, ctx.parent, ctx.agent,
+                     ctx.name, ctx.arguments, ctx.is_top_level, ctx.execution.token is ctx.token))
+        return "ok"
+
+    registry.register(define_tool(name="t", parameters={"type": "object"},
+                                  output={"schema": {"type": "string"}, "render": lambda a, v: v},
+                                  execute=body))
+    parent = ExecutionToken()
+    await registry.execute(ToolCall(call_id="c7", name="t", arguments={"k": 1},
+                                    agent=scope, parent=parent))
+    assert seen == [(True, "c7", parent, scope, "t", {"k": 1}, False, True)]

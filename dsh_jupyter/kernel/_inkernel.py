@@ -131,6 +131,9 @@ class Bridge:
                 problem = f"they cannot be encoded ({type(error).__name__}: {error})"
         if problem is not None or text is None:
             raise TypeError(f"arguments for tool {name!r} are not JSON: {problem}")
+        # What the program printed before this call reaches the host before the call
+        # (cards show it in order; an abort while the call runs keeps it).
+        flush_streams()
         call_id = str(next(self._ids))
         pending = _Pending(name, asyncio.get_running_loop())
         self._pending[call_id] = pending
@@ -412,6 +415,14 @@ def format_exception(error: BaseException) -> str:
         )
         queue.extend(e for e in (current.__cause__, current.__context__) if e is not None)
     return "".join(summary.format()).rstrip("\n")
+
+
+def flush_streams() -> None:
+    for stream in (sys.stdout, sys.stderr):
+        flush = getattr(stream, "flush", None)
+        if flush is not None:
+            with contextlib.suppress(Exception):
+                flush()
 
 
 def patch_flush(stream: Any) -> None:

@@ -32,9 +32,9 @@ class KernelRuntimeConfig:
       program runs (local kernels; remote kernels only get the wall budget).
     - ``wall_seconds``: elapsed time from the program's start to its result
       (starting the kernel has its own ``startup_seconds``).
-    - ``max_output_bytes``: UTF-8 bytes of the JSON encoding of every log entry
-      plus the return value (compact JSON). Over it, the run fails with
-      ``output-limit`` and keeps the log entries that fit.
+    - ``max_output_bytes``: UTF-8 bytes of the compact JSON encoding of the log
+      array (brackets and commas included) plus that of the return value. Over it,
+      the run fails with ``output-limit`` and keeps the log entries that fit.
     - ``max_buffered_output_bytes`` (per runtime, not per run): what all runs in
       flight may hold together, in memory terms (each log entry counted with its
       overhead, so a million one-character lines cost what they weigh). A run

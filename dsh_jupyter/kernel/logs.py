@@ -2,9 +2,9 @@
 
 Each stream (``stdout``, ``stderr``) is split into lines: every completed line
 (without its ``\\n``) becomes one entry, in the order lines complete; a trailing
-partial line is flushed as an entry when the run ends. An entry costs the UTF-8
-bytes of its JSON encoding (``json.dumps(entry, ensure_ascii=False)``, quotes
-included); the return value costs the bytes of its compact JSON encoding.
+partial line is flushed as an entry when the run ends. What is charged is exactly the
+seed's payload: the compact UTF-8 JSON encoding of the log array (``["ab","cd"]``:
+brackets, quotes and commas included) plus that of the return value.
 Once the total would pass the budget, nothing more is kept and
 :attr:`OutputLog.over_limit` turns true: the log then holds the entries that fit.
 A partial line is charged before it completes (at least its raw UTF-8 size plus
@@ -74,7 +74,7 @@ class OutputLog:
         self._budget = budget
         self._drawn = 0
         self._entries: list[str] = []
-        self._used = 0
+        self._used = 2  # the log array's brackets
         self._partial: dict[str, list[str]] = {}
         self._partial_bytes: dict[str, int] = {}
         self.over_limit = False
@@ -106,7 +106,7 @@ class OutputLog:
             # Charged as it arrives (its raw bytes, plus the quotes for a new line), so a
             # gigantic line without a newline trips the limit before it completes.
             size = len(rest.encode("utf-8", "surrogatepass"))
-            size += 0 if stream in self._partial_bytes else 2
+            size += 0 if stream in self._partial_bytes else 3  # quotes and a comma
             if not self._draw(size):
                 return
             self._partial.setdefault(stream, []).append(rest)
@@ -140,7 +140,7 @@ class OutputLog:
         self._give_back(self._drawn)
 
     def _add(self, line: str) -> bool:
-        size = json_size(line)
+        size = json_size(line) + (1 if self._entries else 0)  # the comma before it
         if self._used + size > self._max:
             self._trip()
             return False

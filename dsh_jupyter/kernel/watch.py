@@ -50,6 +50,8 @@ POLL_SECONDS: Final = 0.05
 CPU_EVERY_POLLS: Final = 5
 DISCONNECT_SETTLE_SECONDS: Final = 0.2
 TURN_SECONDS: Final = 0.005
+ABORT_QUIET_SECONDS: Final = 0.02
+ABORT_OUTPUT_SECONDS: Final = 0.2
 TOO_LARGE: Final = (f"the kernel sent a message larger than the {MAX_MESSAGE_BYTES // 2**20} MiB "
                     "message limit")
 CLOSED_COMM: Final = ("the program closed its tools channel: tool calls and its result can no "
@@ -91,6 +93,7 @@ class RunWatch:
         self._reader: asyncio.Task[None] | None = None
         self._dying = False
         self._carrier_closed = False
+        self._iopub_seen = 0
 
     async def run(self, signals: Iterable[AbortSignal]) -> CodeRunResult:
         undos = [signal.add_listener(self._on_abort) for signal in signals]
@@ -109,6 +112,8 @@ class RunWatch:
             outcome = await self._outcome
             if isinstance(outcome, CodeRunFailure) and outcome.kind == "timeout":
                 await self._interrupt_and_drain()
+            elif isinstance(outcome, CodeRunFailure) and outcome.kind == "abort":
+                await self._take_ready_output()
         finally:
             for undo in undos:
                 undo()
@@ -184,6 +189,7 @@ class RunWatch:
                 return
 
     def _handle(self, message: Incoming) -> None:
+        self._iopub_seen += 1
         msg_type, content = message.msg_type, message.content
         if msg_type == "comm_close":
             # The kernel drops what is sent on a closed comm: calls would wait for
@@ -269,6 +275,26 @@ class RunWatch:
         for message in await self._session.connection.ready_iopub():
             self._handle(message)
         self._fail("kernel-exit", self._session.process.exit_reason())
+
+    async def _take_ready_output(self) -> None:
+        """On abort: keep what the program printed before it was stopped. The reader goes
+        on until iopub has been quiet for :data:`ABORT_QUIET_SECONDS` (a socket carrier's
+        call can overtake the output printed before it), at most
+        :data:`ABORT_OUTPUT_SECONDS`; then what was already received is taken."""
+        loop = asyncio.get_running_loop()
+        give_up = loop.time() + ABORT_OUTPUT_SECONDS
+        while self._reader is not None and not self._reader.done() and loop.time() < give_up:
+            seen = self._iopub_seen
+            await asyncio.sleep(ABORT_QUIET_SECONDS)
+            if self._iopub_seen == seen:
+                break
+        if self._reader is not None:
+            self._reader.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await self._reader
+        with contextlib.suppress(Exception):
+            for message in await self._session.connection.ready_iopub():
+                self._handle(message)
 
     async def _interrupt_and_drain(self) -> None:
         """Interrupt, then read output until the cell ends or the grace period passes."""

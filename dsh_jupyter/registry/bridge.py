@@ -145,7 +145,8 @@ class DispatchBridge:
         ctx = self._ctx
         call_id = f"{ctx.call_id}:code:{self._count}"
         mode = self._registry.execution_mode(ToolCall(call_id=call_id, name=name,
-                                                      arguments=args, agent=ctx.agent))
+                                                      arguments=args, agent=ctx.agent,
+                                                      parent=ctx.token))
         sub = _SubCall(number=self._count, call_id=call_id, name=name, arguments=args,
                        parallel=mode == "parallel",
                        future=asyncio.get_running_loop().create_future())

@@ -14,7 +14,7 @@ import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, cast
 
-from ..errors import CodeModeError, CodeRunFailedError, ToolAbortedError
+from ..errors import CodeModeError, CodeRunFailedError
 from ..json_dump import dump_json
 from ..json_value import JsonObject, JsonValue, snapshot_json
 from ..runtime import CodeRunResult
@@ -167,8 +167,8 @@ async def _run_program(registry: ToolRegistry, program: str, ctx: ToolRunContext
         settle = asyncio.ensure_future(bridge.settle())
         await _finish(settle)
     if result.failure is not None:
-        if ctx.signal.aborted and result.failure.kind == "abort":
-            raise ToolAbortedError(f"run_code aborted: {ctx.signal.reason}")
+        # Also an abort: 000 lets cancellation replace only a success with ABORTED, and the
+        # failure keeps the lines the program printed before it was stopped.
         raise CodeRunFailedError(failure_message(result))
     value: dict[str, JsonValue] = {"logs": list(result.logs)}
     if result.value is not None:

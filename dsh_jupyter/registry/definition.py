@@ -24,7 +24,9 @@ so a registered tool can always be validated, rendered and typed in the SDK.
 from __future__ import annotations
 
 import asyncio
+import functools
 import inspect
+import logging
 import math
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
@@ -41,6 +43,8 @@ from .presentation import PresentCall, PresentResult
 from .pydantic_schema import subset_from_pydantic
 from .results import Content, text_content
 from .schema import CompiledSchema, assert_supported_schema, compile_schema
+
+_log = logging.getLogger(__name__)
 
 Render: TypeAlias = Callable[[JsonValue, JsonValue], "Content | str"]
 PresentationMeta: TypeAlias = Callable[[JsonValue, JsonValue], JsonValue]
@@ -185,11 +189,50 @@ def _with_output_validator(
     parse_args: ArgsParser | None, body: Body, output: ToolOutput, description: str,
     dump_output: OutputDumper | None, common: Mapping[str, Any],
 ) -> dict[str, Any]:
+    common = dict(common)
+    for key in ("present_call", "present_result"):
+        if common.get(key) is not None:
+            common[key] = _soft_validated(common[key], name, validator, parse_args)
     return dict(
         name=name, description=description, parameters=params, output=output,
         execute=body, validator=validator, parse_args=parse_args, dump_output=dump_output,
         output_validator=compile_schema(output.schema), **common,
     )
+
+
+def _soft_validated(presenter: Callable[..., Any], name: str, validator: CompiledSchema | None,
+                    parse_args: ArgsParser | None) -> Callable[..., Any]:
+    """``presenter`` called only with arguments the tool accepts today. A card replayed
+    from an older log may carry arguments that no longer validate (a renamed field, a new
+    required one): then, or when the presenter itself fails, the result is ``None``, the
+    generic view, for every consumer (cards, replays, a custom UI)."""
+
+    @functools.wraps(presenter)
+    def present(args: JsonValue, *rest: Any) -> Any:
+        if not _valid(args, validator, parse_args):
+            return None
+        try:
+            return presenter(args, *rest)
+        except Exception:
+            _log.debug("a presenter of %s failed; using the generic view", name,
+                       exc_info=True)
+            return None
+
+    return present
+
+
+def _valid(args: JsonValue, validator: CompiledSchema | None,
+           parse_args: ArgsParser | None) -> bool:
+    if not isinstance(args, dict):
+        return False
+    if validator is not None and validator.validate(args):
+        return False
+    if parse_args is not None:
+        try:
+            parse_args(args)
+        except Exception:
+            return False
+    return True
 
 
 def _raw_parameters(

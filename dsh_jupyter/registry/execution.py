@@ -60,37 +60,26 @@ class ToolExecution:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class ToolRunContext:
-    """What a tool body receives: the execution plus ``defer_context``.
+class ToolRunContext(ToolExecution):
+    """What a tool body receives: the execution itself (``ctx.call_id``, ``ctx.parent``,
+    ``ctx.agent``, ``ctx.arguments`` ...) plus :meth:`defer_context`.
 
     ``signal`` is the operational signal (the caller's, fused with any signal a
     wrapper substituted); a body must observe it and settle only after the work
-    it started has stopped.
+    it started has stopped. ``execution`` is the view the other stages saw (its
+    ``signal`` is the caller's).
     """
 
-    execution: ToolExecution
-    signal: AbortSignal
-    _defer: Callable[[AdditionalContext], None]
+    execution: ToolExecution = field(repr=False, compare=False)
+    _defer: Callable[[AdditionalContext], None] = field(repr=False, compare=False)
 
-    @property
-    def call_id(self) -> str:
-        return self.execution.call_id
-
-    @property
-    def name(self) -> str:
-        return self.execution.name
-
-    @property
-    def arguments(self) -> JsonObject:
-        return self.execution.arguments
-
-    @property
-    def agent(self) -> AgentScope | None:
-        return self.execution.agent
-
-    @property
-    def token(self) -> ExecutionToken:
-        return self.execution.token
+    @classmethod
+    def of(cls, execution: ToolExecution, signal: AbortSignal,
+           defer: Callable[[AdditionalContext], None]) -> ToolRunContext:
+        return cls(token=execution.token, call_id=execution.call_id, name=execution.name,
+                   arguments=execution.arguments, signal=signal, agent=execution.agent,
+                   parent=execution.parent, definition=execution.definition,
+                   execution=execution, _defer=defer)
 
     def defer_context(self, context: AdditionalContext) -> None:
         """Deliver ``context`` after this call's final result, even if the body

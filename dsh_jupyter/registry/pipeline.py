@@ -256,8 +256,7 @@ async def _dispatch(execution: ToolExecution, definition: ToolDefinition,
         if operational.aborted:
             return _aborted_before(operational)
         state.body_started = True
-        ctx = ToolRunContext(execution=execution, signal=operational,
-                             _defer=state.deferred.append)
+        ctx = ToolRunContext.of(execution, operational, state.deferred.append)
         try:
             raw = await definition.execute(state.parsed, ctx)
         except DshError as exc:
@@ -425,13 +424,25 @@ def _meta(execution: ToolExecution, definition: ToolDefinition,
 
 def _finalize(execution: ToolExecution, definition: ToolDefinition,
               result: ToolResult) -> ToolResult:
+    """Run ``finalize_content``. It fails closed: a finalizer that raises (or returns
+    something that is not content) turns the result into ``HOOK_FAILED`` carrying none
+    of the content it was given, since a redaction that crashed must not leak. The
+    exception itself goes to the log only: its text may quote the content."""
     assert definition.finalize_content is not None
     try:
         content = definition.finalize_content(execution, result)
-    except Exception:
-        _log.exception("finalize_content of %s failed; keeping the content", definition.name)
-        return result
-    return result if content is None else result.with_content(_as_content(content))
+        if content is None:
+            return result
+        blocks = _as_content(content)
+        if not all(isinstance(b, dict) and isinstance(b.get("type"), str) for b in blocks):
+            raise TypeError("finalize_content must return a string, content blocks or None")
+        return result.with_content(blocks)
+    except Exception as exc:
+        _log.exception("finalize_content of %s failed for call %s; the content is withheld",
+                       definition.name, execution.call_id)
+        return failure(f"finalize_content of {definition.name} failed "
+                       f"({type(exc).__name__}); the result's content is withheld",
+                       "HOOK_FAILED", contexts=result.additional_contexts)
 
 
 def _result_event(execution: ToolExecution, result: ToolResult, started: float) -> ToolResultEvent:

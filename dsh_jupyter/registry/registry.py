@@ -195,10 +195,13 @@ class ToolRegistry(Layer):
                 for _, d in sorted(view.items())]
 
     def execution_mode(self, call: ToolCall) -> ExecutionMode:
-        """``"parallel"`` only when the visible definition's classifier returns
-        exactly ``True`` for these arguments; anything else is ``"exclusive"``."""
-        definition = self.get(call.name, call.agent)
-        if definition is None or definition.is_concurrency_safe is None:
+        """``"parallel"`` only when the definition :meth:`execute` would run for this call
+        (the same :meth:`resolve`) has a classifier returning exactly ``True`` for these
+        arguments; anything else (unknown, collapsed under ``code``, invalid arguments,
+        a classifier that raises) is ``"exclusive"``."""
+        self._check_scope(call.agent)
+        definition = self.resolve(call)
+        if not isinstance(definition, ToolDefinition) or definition.is_concurrency_safe is None:
             return "exclusive"
         try:
             args = snapshot_json(call.arguments)

@@ -80,6 +80,16 @@ async def test_one_gigantic_line_hits_the_output_limit(make_runtime: RuntimeFact
     assert result.logs in (("before",), ())
 
 
+@pytest.mark.parametrize(("limit", "fits"), [(14, True), (13, False)])
+async def test_the_output_cap_is_the_serialized_log_array_plus_the_value(
+        make_runtime: RuntimeFactory, limit: int, fits: bool) -> None:
+    # ["ab","cd"] is 11 bytes, "x" 3: a 14-byte cap holds them, 13 does not.
+    runtime = await make_runtime(max_output_bytes=limit)
+    result = await run(runtime, "print('ab')\nprint('cd')\nreturn 'x'")
+    assert (result.failure is None) is fits, result
+    assert result.logs == ("ab", "cd")
+
+
 async def test_value_counts_against_the_output_limit(make_runtime: RuntimeFactory) -> None:
     runtime = await make_runtime(max_output_bytes=1000)
     fits = await run(runtime, "print('a' * 10)\nreturn 'b' * 900")
@@ -114,6 +124,7 @@ async def test_abort_during_a_binding_call(runtime: KernelRuntime) -> None:
     await aborter
     assert result.failure is not None
     assert (result.failure.kind, result.failure.message) == ("abort", "user pressed stop")
+    assert result.logs == ("calling",)  # what it printed before the abort is kept
     assert finished == ["binding"]  # the run returned only after its binding call ended
 
 

@@ -150,7 +150,8 @@ async def test_run_signal_fires_for_calls_in_flight() -> None:
 
 
 def _size(entries: list[str]) -> int:
-    return sum(len(json.dumps(e, ensure_ascii=False).encode()) for e in entries)
+    """The seed's payload: the serialized log array, brackets and commas included."""
+    return len(json.dumps(entries, ensure_ascii=False, separators=(",", ":")).encode())
 
 
 def test_output_log_lines_and_exact_budget() -> None:
@@ -180,8 +181,18 @@ def test_output_log_charges_partial_lines_as_they_arrive() -> None:
 
 def test_output_log_value() -> None:
     log = OutputLog(max_bytes=10)
-    assert log.add_value({"a": 1})  # {"a":1} is 7 bytes
+    assert log.add_value({"a": 1})  # [] and {"a":1}: 2 + 7 bytes
     assert not log.add_value("long")
+
+
+@pytest.mark.parametrize(("limit", "fits"), [(14, True), (13, False)])
+def test_the_cap_counts_the_serialized_log_array_exactly(limit: int, fits: bool) -> None:
+    """000: maxOutputBytes covers the serialized log array plus the value: printing `ab`
+    and `cd` and returning "x" is ["ab","cd"] (11 bytes) + "x" (3) = 14."""
+    log = OutputLog(max_bytes=limit)
+    log.write("stdout", "ab\ncd\n")
+    assert log.add_value("x") is fits
+    assert log.finish() == ("ab", "cd")
 
 
 def test_json_problem_in_kernel() -> None:
@@ -301,7 +312,7 @@ def test_output_logs_share_the_runtime_budget() -> None:
     assert "runtime's 1000 byte budget" in second.limit_message()
     second.release()
     first.write("stdout", "c" * 300)  # a partial line is charged as it arrives
-    assert budget.used == 502 + ENTRY_OVERHEAD + 302
+    assert budget.used == 502 + ENTRY_OVERHEAD + 303  # its quotes and comma too
     first.write("stdout", "c" * 300)
     assert first.over_budget  # the budget binds a log alone too, below its own cap
     first.release()

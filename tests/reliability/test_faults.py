@@ -340,7 +340,7 @@ while True:
 """
 
 
-@pytest.mark.timeout(120)
+@pytest.mark.timeout(400)
 def test_tree_kill_catches_a_process_that_forks_as_it_dies(tmp_path: Path) -> None:
     """Regression: ``kill_tree`` stopped looking once a pass found no new process, but a
     SIGSTOP lands asynchronously, so a process could still fork after that pass; its child
