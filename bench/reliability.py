@@ -79,6 +79,7 @@ async def startup_costs(samples: int = STARTUP_SAMPLES) -> list[tuple[str, float
     from bench.kernel import NEVER, timed_runs
     from dsh_jupyter.kernel import KernelRuntime, KernelRuntimeConfig
     from dsh_jupyter.kernel.sandbox import SandboxConfig
+    from dsh_jupyter.runtime import FunctionBindings
 
     configs: list[tuple[str, dict[str, Any]]] = [
         ("fork server, confined (the default)", {"launcher": "fork"}),
@@ -89,7 +90,7 @@ async def startup_costs(samples: int = STARTUP_SAMPLES) -> list[tuple[str, float
     rows = []
     for label, options in configs:
         async with KernelRuntime(KernelRuntimeConfig(pool_size=0, **options)) as runtime:
-            await runtime.run("return 1", {}, NEVER)  # warm (fork server up)
+            await runtime.run("return 1", FunctionBindings({}), NEVER)  # warm (fork server up)
             rows.append((label, statistics.median(await timed_runs(runtime, "return 1", samples))))
     return rows
 

@@ -1,21 +1,27 @@
 """The code runtime seam: run a program with named async bindings.
 
-A runtime knows nothing about tools. It receives a program (the body of an
-async function), a mapping of binding names to async callables, and a signal.
-Inside the program each binding is reachable as ``tools.<name>(args)`` and
-``tools["<name>"](args)``; a binding that raises :class:`BindingError` makes
-the program's call raise ``ToolCallError`` (carrying the binding name and the
-message). ``run`` reports every outcome as data: it raises only for misuse.
+A runtime knows nothing about tools. It receives a program (the body of an async
+function), :class:`Bindings` (the names the program may call, how to call one, and how
+to tell them the run is over) and a signal. Inside the program each binding is
+reachable as ``tools.<name>(args)`` and ``tools["<name>"](args)``; a call that raises
+:class:`BindingError` makes the program's call raise ``ToolCallError`` (carrying the
+binding name and the message). ``run`` reports every outcome as data: it raises only
+for misuse.
+
+The end of a run is part of the contract: when the program has ended, for any reason
+(result, failure, abort, disposal), the runtime calls ``bindings.close(reason)`` once,
+then waits for the calls still in flight before it returns. ``close`` must make those
+calls stop (a call still queued fails, a running one sees its signal), or the run would
+wait for them until they end on their own.
 """
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Mapping
-from contextvars import ContextVar
+from collections.abc import Awaitable, Callable, Collection, Mapping
 from dataclasses import dataclass
 from typing import Literal, Protocol, runtime_checkable
 
-from .abort import AbortSignal
+from .abort import AbortController, AbortSignal
 from .json_value import JsonValue
 
 FailureKind = Literal[
@@ -31,18 +37,54 @@ Binding = Callable[[JsonValue], Awaitable[JsonValue]]
 """An async callable taking lossless JSON arguments and resolving to a JSON value."""
 
 
-RUN_SIGNAL: ContextVar[AbortSignal] = ContextVar("dsh_jupyter_run_signal")
-"""Set by a runtime in the context its bindings run in; fires when that run ends. A runtime
-that waits for the bindings in flight before it returns (the kernel runtime does) must set
-it: a binding may wait for work that only stops when the run is over."""
+@runtime_checkable
+class Bindings(Protocol):
+    """What a run's program may call, and the end of that run (see the module docstring)."""
+
+    @property
+    def names(self) -> Collection[str]:
+        """The names ``tools`` offers the program."""
+        ...
+
+    async def call(self, name: str, args: JsonValue) -> JsonValue:
+        """Run one call of the program (``name`` is one of :attr:`names`); raise
+        :class:`BindingError` to fail it with a message the program reads."""
+        ...
+
+    def close(self, reason: str) -> None:
+        """The program has ended: stop what is in flight. Called once per run."""
+        ...
 
 
-def run_signal() -> AbortSignal:
-    """Inside a binding called by a run: a signal that fires when that run ends (result,
-    failure, abort or disposal). Outside one, or under a runtime that does not set it:
-    a signal that never fires."""
-    signal = RUN_SIGNAL.get(None)
-    return signal if signal is not None else AbortSignal.never()
+class FunctionBindings:
+    """:class:`Bindings` from a mapping of names to async callables. :attr:`signal` fires
+    when the run closes them, so a callable can stop work the program no longer awaits::
+
+        bindings = FunctionBindings({"search": search})
+        result = await runtime.run(program, bindings, AbortSignal.never())
+    """
+
+    def __init__(self, functions: Mapping[str, Binding]) -> None:
+        self._functions = dict(functions)
+        self._end = AbortController()
+
+    @property
+    def names(self) -> Collection[str]:
+        return tuple(self._functions)
+
+    @property
+    def signal(self) -> AbortSignal:
+        """Fires (with the reason) when the run closes these bindings."""
+        return self._end.signal
+
+    async def call(self, name: str, args: JsonValue) -> JsonValue:
+        function = self._functions.get(name)
+        if function is None:
+            raise BindingError(f"no tool named {name!r}")
+        return await function(args)
+
+    def close(self, reason: str) -> None:
+        self._end.abort(reason)
 
 
 class BindingError(Exception):
@@ -82,5 +124,5 @@ class CodeRuntime(Protocol):
     def isolation(self) -> str: ...
 
     async def run(
-        self, program: str, bindings: Mapping[str, Binding], signal: AbortSignal
+        self, program: str, bindings: Bindings, signal: AbortSignal
     ) -> CodeRunResult: ...

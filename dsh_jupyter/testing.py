@@ -4,114 +4,60 @@ It is **not a sandbox**: the program shares the host's interpreter, memory and
 permissions. It exists so Code Mode's rules (scheduling, events, rendering,
 failures) can be unit-tested in milliseconds; real runs use
 :class:`dsh_jupyter.kernel.KernelRuntime`.
+
+It runs the kernel's own code on both ends, so a program behaves as it does in a
+kernel: the in-kernel core (``kernel/_inkernel.py``: the compiler, ``tools``, the
+call protocol, frames, tracebacks) is loaded from the same source, under the same
+file name, and every message goes through the host's :class:`~.kernel.bridge.Bridge`
+as JSON, exactly as it crosses a comm. What differs is only the transport and the
+process: ``print`` is captured (writes to ``sys.stdout`` are not), and a timeout or an
+abort cancels the program's task instead of interrupting a kernel.
 """
 
 from __future__ import annotations
 
-import ast
 import asyncio
+import functools
 import json
-import traceback
-from collections.abc import Mapping
+import types
+from pathlib import Path
 from typing import Any
 
 from .abort import AbortSignal
-from .json_value import JsonValue, NotJsonError, snapshot_json
-from .runtime import Binding, BindingError, CodeRunFailure, CodeRunResult, FailureKind
+from .kernel.bridge import Bridge, Done, done_result
+from .kernel.config import KernelRuntimeConfig
+from .kernel.logs import OutputLog
+from .kernel.protocol import HostMessage
+from .runtime import Bindings, CodeRunFailure, CodeRunResult, FailureKind
 
-PROGRAM_FILENAME = "<program>"
-
-
-class ToolCallError(Exception):
-    """Raised inside a program when a tool call fails."""
-
-    def __init__(self, tool_name: str, message: str) -> None:
-        super().__init__(message)
-        self.add_note(f"tool: {tool_name}")
-        self.tool_name = tool_name
-        self.message = message
+__all__ = ["InProcessRuntime"]
 
 
-class _Tools:
-    def __init__(self, bindings: Mapping[str, Binding]) -> None:
-        self._bindings = dict(bindings)
-
-    def __getattr__(self, name: str) -> Any:
-        if name.startswith("__"):
-            raise AttributeError(name)
-        return self[name]
-
-    def __getitem__(self, name: str) -> Any:
-        binding = self._bindings.get(name)
-        if binding is None:
-            known = ", ".join(sorted(self._bindings)) or "(none)"
-            raise AttributeError(f"no tool named {name!r}; available tools: {known}")
-
-        async def call(args: Any = None) -> Any:
-            try:
-                return await binding({} if args is None else args)
-            except BindingError as exc:
-                raise ToolCallError(name, exc.message) from None
-
-        return call
+@functools.cache
+def _core() -> types.ModuleType:
+    """The in-kernel module, compiled from its source under the kernel's file name (so
+    tracebacks leave its frames out exactly as in a kernel). Loaded once, on first use."""
+    path = Path(__file__).parent / "kernel" / "_inkernel.py"
+    source = path.read_text(encoding="utf-8")
+    module = types.ModuleType("_dsh_jupyter_inkernel_inprocess")
+    exec(compile(source, "<dsh_jupyter.inkernel>", "exec"), module.__dict__)
+    return module
 
 
-class _Output:
-    """Print capture: one log entry per completed line, capped in bytes."""
+class _Stream:
+    """A ``print`` target feeding the run's :class:`OutputLog`."""
 
-    def __init__(self, limit: int) -> None:
-        self.logs: list[str] = []
-        self._partial = ""
-        self._limit = limit
-        self.used = 2  # the enclosing JSON array's brackets
-        self.overflow = False
+    def __init__(self, log: OutputLog, name: str, over: asyncio.Event) -> None:
+        self._log, self._name, self._over = log, name, over
 
-    def write(self, text: str) -> None:
-        if self.overflow:
-            raise _OutputLimit
-        lines = (self._partial + text).split("\n")
-        self._partial = lines.pop()
-        for line in lines:
-            self._add(line)
-
-    def _add(self, line: str) -> None:
-        size = _json_size(line) + (1 if self.logs else 0)  # and the comma before it
-        if self.used + size > self._limit:
-            self.overflow = True
-            raise _OutputLimit
-        self.used += size
-        self.logs.append(line)
+    def write(self, text: str) -> int:
+        self._log.write(self._name, text)
+        if self._log.over_limit:
+            self._over.set()
+        return len(text)
 
     def flush(self) -> None:
-        if self._partial:
-            partial, self._partial = self._partial, ""
-            self._add(partial)
-
-    def print(self, *values: object, sep: str | None = " ", end: str | None = "\n",
-              **_: object) -> None:
-        self.write((" " if sep is None else sep).join(map(str, values))
-                   + ("\n" if end is None else end))
-
-
-class _OutputLimit(Exception):
-    pass
-
-
-def _json_size(value: JsonValue) -> int:
-    return len(json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode())
-
-
-def compile_program(program: str) -> Any:
-    """Compile ``program`` as the body of ``async def __program__()``; line numbers
-    are kept, so tracebacks point at the program's own lines."""
-    module = ast.parse(program, filename=PROGRAM_FILENAME)
-    function = ast.AsyncFunctionDef(
-        name="__program__",
-        args=ast.arguments(posonlyargs=[], args=[], kwonlyargs=[], kw_defaults=[], defaults=[]),
-        body=module.body or [ast.Pass()], decorator_list=[], returns=None)
-    wrapper = ast.Module(body=[function], type_ignores=[])
-    ast.fix_missing_locations(wrapper)
-    return compile(wrapper, PROGRAM_FILENAME, "exec")
+        pass
 
 
 class InProcessRuntime:
@@ -126,70 +72,62 @@ class InProcessRuntime:
         self.max_output_bytes = max_output_bytes
         self.runs = 0
 
-    async def run(self, program: str, bindings: Mapping[str, Binding],
+    async def run(self, program: str, bindings: Bindings,
                   signal: AbortSignal) -> CodeRunResult:
         self.runs += 1
-        output = _Output(self.max_output_bytes)
-        try:
-            code = compile_program(program)
-        except SyntaxError as exc:
-            return _failed("exception", "".join(traceback.format_exception_only(exc)).strip(),
-                           output)
-        namespace: dict[str, Any] = {"tools": _Tools(bindings), "ToolCallError": ToolCallError,
-                                     "asyncio": asyncio, "print": output.print,
-                                     "__name__": "__program__"}
-        exec(code, namespace)
-        task = asyncio.ensure_future(namespace["__program__"]())
-        why: list[FailureKind] = []
+        limits = KernelRuntimeConfig()
+        loop = asyncio.get_running_loop()
+        log = OutputLog(self.max_output_bytes)
+        outcome: asyncio.Future[Done | CodeRunFailure] = loop.create_future()
+        over = asyncio.Event()
 
-        def stop(kind: FailureKind) -> None:
-            if not why:
-                why.append(kind)
-            task.cancel()
+        def settle(value: Done | CodeRunFailure) -> None:
+            if not outcome.done():
+                outcome.set_result(value)
 
-        undo = signal.add_listener(lambda _reason: stop("abort"))
-        timer = asyncio.get_running_loop().call_later(self.wall_seconds, stop, "timeout")
+        def to_host(data: dict[str, Any]) -> None:  # kernel -> host, as JSON
+            text = json.dumps(data, ensure_ascii=False, allow_nan=False)
+            loop.call_soon(receive, json.loads(text), len(text.encode("utf-8", "replace")))
+
+        def receive(data: object, size: int) -> None:
+            done = host.receive(data, size)
+            if done is not None:
+                settle(done)
+
+        def to_kernel(message: HostMessage) -> None:  # host -> kernel, as JSON
+            data = json.loads(json.dumps(message, ensure_ascii=False, allow_nan=False))
+            loop.call_soon(kernel.bridge.on_msg, {"content": {"data": data}})
+
+        host = Bridge(bindings, to_kernel, max_pending_calls=limits.max_pending_calls,
+                      max_call_bytes=limits.max_call_bytes,
+                      max_value_bytes=self.max_output_bytes)
+        kernel = _core().Runtime(to_host, (_Stream(log, "stdout", over),
+                                           _Stream(log, "stderr", over)))
+        task = asyncio.ensure_future(
+            kernel.run(sorted(bindings.names), program, self.max_output_bytes))
+        undo = signal.add_listener(lambda reason: settle(_failure("abort", reason)))
+        timer = loop.call_later(self.wall_seconds, settle, _failure(
+            "timeout", f"the program passed its wall budget of {self.wall_seconds:g} s"))
+        watch_output = asyncio.ensure_future(over.wait())
+        watch_output.add_done_callback(lambda _: settle(_failure(
+            "output-limit", log.limit_message())))
         try:
-            value = await task
-        except asyncio.CancelledError:
-            if not why:
-                raise
-            kind = why[0]
-            message = (str(signal.reason) if kind == "abort"
-                       else f"wall time budget of {self.wall_seconds:g} s exceeded")
-            return _failed(kind, message, output)
-        except _OutputLimit:
-            return _failed("output-limit",
-                           f"output exceeded {self.max_output_bytes} bytes", output)
-        except Exception as exc:
-            return _failed("exception", _format_exception(exc), output)
+            if signal.reason is not None:
+                settle(_failure("abort", signal.reason))
+            result = await outcome
         finally:
             timer.cancel()
             undo()
-        try:
-            output.flush()
-        except _OutputLimit:
-            return _failed("output-limit", f"output exceeded {self.max_output_bytes} bytes",
-                           output)
-        try:
-            result: JsonValue = snapshot_json(value, freeze=False)
-        except NotJsonError as exc:
-            return _failed("invalid-output", f"the return value is not lossless JSON: {exc}",
-                           output)
-        if result is not None and output.used + _json_size(result) > self.max_output_bytes:
-            return _failed("output-limit", f"output exceeded {self.max_output_bytes} bytes",
-                           output)
-        return CodeRunResult(logs=tuple(output.logs), value=result)
+            watch_output.cancel()
+            task.cancel()  # the program's own failure is already reported; else it is stopped
+            await asyncio.gather(task, return_exceptions=True)
+            host.stop("the run ended")
+            await host.drain()
+        logs = log.finish()
+        if isinstance(result, CodeRunFailure):
+            return CodeRunResult(logs=logs, failure=result)
+        return done_result(result, logs, log, self.max_output_bytes)
 
 
-def _failed(kind: FailureKind, message: str, output: _Output) -> CodeRunResult:
-    return CodeRunResult(logs=tuple(output.logs),
-                         failure=CodeRunFailure(kind=kind, message=message))
-
-
-def _format_exception(exc: BaseException) -> str:
-    frames = [f for f in traceback.extract_tb(exc.__traceback__)
-              if f.filename == PROGRAM_FILENAME]
-    lines = ["Traceback (most recent call last):\n", *traceback.format_list(frames),
-             *traceback.format_exception_only(exc)]
-    return "".join(lines).rstrip()
+def _failure(kind: FailureKind, message: str) -> CodeRunFailure:
+    return CodeRunFailure(kind=kind, message=message)

@@ -4,6 +4,7 @@ scheduling, events and rendering (with the in-process test runtime)."""
 from __future__ import annotations
 
 import asyncio
+from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
@@ -21,7 +22,9 @@ from dsh_jupyter import (
     define_tool,
 )
 from dsh_jupyter.json_value import JsonValue, snapshot_json
+from dsh_jupyter.kernel import KernelRuntime, KernelRuntimeConfig
 from dsh_jupyter.registry.code_mode import RunCodeRendering, render_result_value
+from dsh_jupyter.runtime import CodeRuntime
 from dsh_jupyter.testing import InProcessRuntime
 
 
@@ -50,8 +53,22 @@ class Probe:
                            execute=body, is_concurrency_safe=(lambda a: True) if safe else None)
 
 
-def code_registry(**kw: Any) -> ToolRegistry:
-    return ToolRegistry(mode=kw.pop("mode", "code"), code_runtime=InProcessRuntime(), **kw)
+def code_registry(runtime: CodeRuntime | None = None, **kw: Any) -> ToolRegistry:
+    return ToolRegistry(mode=kw.pop("mode", "code"),
+                        code_runtime=runtime if runtime is not None else InProcessRuntime(),
+                        **kw)
+
+
+@pytest.fixture(params=["in-process", pytest.param("kernel", marks=pytest.mark.kernel)])
+async def code_runtime(request: pytest.FixtureRequest) -> AsyncIterator[CodeRuntime]:
+    """The scheduling rules hold on both runtimes: the in-process test runtime shares the
+    kernel's in-kernel core and host bridge, and this runs the same tests on a real
+    kernel to keep it so."""
+    if request.param == "in-process":
+        yield InProcessRuntime()
+        return
+    async with KernelRuntime(KernelRuntimeConfig(pool_size=1)) as runtime:
+        yield runtime
 
 
 async def run(registry: ToolRegistry, code: str, **kw: Any) -> Any:
@@ -191,9 +208,9 @@ def test_run_code_call_card() -> None:
 # --- scheduling ----------------------------------------------------------------------------
 
 
-async def test_parallel_calls_overlap_up_to_the_limit() -> None:
+async def test_parallel_calls_overlap_up_to_the_limit(code_runtime: CodeRuntime) -> None:
     probe = Probe()
-    registry = code_registry(max_parallel_sub_calls=3)
+    registry = code_registry(code_runtime, max_parallel_sub_calls=3)
     registry.register(probe.tool("safe", safe=True))
     result = await run(registry, "await asyncio.gather(*(tools.safe({'i': i}) "
                                  "for i in range(7)))")
@@ -203,17 +220,17 @@ async def test_parallel_calls_overlap_up_to_the_limit() -> None:
     assert starts == [f"start safe{i}" for i in range(7)]  # submission order
 
 
-async def test_limit_of_one_restores_serial_dispatch() -> None:
+async def test_limit_of_one_restores_serial_dispatch(code_runtime: CodeRuntime) -> None:
     probe = Probe()
-    registry = code_registry(max_parallel_sub_calls=1)
+    registry = code_registry(code_runtime, max_parallel_sub_calls=1)
     registry.register(probe.tool("safe", safe=True))
     await run(registry, "await asyncio.gather(*(tools.safe({'i': i}) for i in range(4)))")
     assert probe.peak == 1
 
 
-async def test_exclusive_call_is_a_barrier() -> None:
+async def test_exclusive_call_is_a_barrier(code_runtime: CodeRuntime) -> None:
     probe = Probe()
-    registry = code_registry()
+    registry = code_registry(code_runtime)
     registry.register(probe.tool("safe", safe=True))
     registry.register(probe.tool("write", safe=False))
     code = """
@@ -230,8 +247,9 @@ await asyncio.gather(tools.safe({'i': 1}), tools.safe({'i': 2}), tools.write({'i
     assert {"start safe4", "start safe5"} <= set(events[write_end:])
 
 
-async def test_pre_execute_stages_never_overlap_and_post_runs_in_order() -> None:
-    registry = code_registry()
+async def test_pre_execute_stages_never_overlap_and_post_runs_in_order(
+        code_runtime: CodeRuntime) -> None:
+    registry = code_registry(code_runtime)
     registry.register(Probe().tool("safe", safe=True))
     active = {"pre": 0, "peak": 0}
     post_order: list[int] = []
@@ -262,8 +280,9 @@ async def test_pre_execute_stages_never_overlap_and_post_runs_in_order() -> None
 # --- results, failures, events ---------------------------------------------------------------
 
 
-async def test_tool_failure_raises_tool_call_error_in_the_program() -> None:
-    registry = code_registry()
+async def test_tool_failure_raises_tool_call_error_in_the_program(
+        code_runtime: CodeRuntime) -> None:
+    registry = code_registry(code_runtime)
     registry.register(echo())
     registry.on_pre_execute(lambda e, d: Deny("no echo today") if e.name == "echo" else None)
     code = """
@@ -276,8 +295,8 @@ except ToolCallError as exc:
     assert result.value == {"logs": [], "result": ["echo", "no echo today"]}
 
 
-async def test_bad_arguments_reject_one_call_and_consume_no_id() -> None:
-    registry = code_registry()
+async def test_bad_arguments_reject_one_call_and_consume_no_id(code_runtime: CodeRuntime) -> None:
+    registry = code_registry(code_runtime)
     registry.register(echo())
     ids: list[str] = []
     registry.on_event(lambda e: ids.append(e["call_id"]) if e["kind"] ==
@@ -295,8 +314,8 @@ return await tools.echo({'text': 'ok'})
     assert "not lossless JSON" in result.value["logs"][0]
 
 
-async def test_events_pair_every_started_call() -> None:
-    registry = code_registry()
+async def test_events_pair_every_started_call(code_runtime: CodeRuntime) -> None:
+    registry = code_registry(code_runtime)
     registry.register(echo())
     events: list[dict[str, Any]] = []
     registry.on_event(lambda e: events.append(dict(e)))
@@ -370,20 +389,21 @@ async def test_run_code_meta_shares_the_content_rendering(code: str) -> None:
     assert result.meta == {"logs": [], "result": text} and result.meta["result"] is text
 
 
-async def test_failed_run_reports_kind_and_captured_output() -> None:
-    result = await run(code_registry(), "print('before')\nraise ValueError('boom')")
+async def test_failed_run_reports_kind_and_captured_output(code_runtime: CodeRuntime) -> None:
+    result = await run(code_registry(code_runtime), "print('before')\nraise ValueError('boom')")
     assert result.error is not None and result.error.code == "CODE_RUN_FAILED"
     assert result.error.message.startswith("code run failed (exception): Traceback")
     assert "ValueError: boom" in result.error.message
     assert result.error.message.endswith("\nCaptured output:\nbefore")
-    invalid = await run(code_registry(), "return {1, 2}")
+    invalid = await run(code_registry(code_runtime), "return {1, 2}")
     assert invalid.error is not None
     assert invalid.error.message.startswith("code run failed (invalid-output)")
     assert "Captured output" not in invalid.error.message
 
 
-async def test_sub_call_contexts_are_deferred_in_order_and_kept_on_failure() -> None:
-    registry = code_registry()
+async def test_sub_call_contexts_are_deferred_in_order_and_kept_on_failure(
+        code_runtime: CodeRuntime) -> None:
+    registry = code_registry(code_runtime)
     registry.register(Probe().tool("safe", safe=True))
 
     def post(execution: ToolExecution, result: Any) -> Any:
@@ -400,8 +420,9 @@ async def test_sub_call_contexts_are_deferred_in_order_and_kept_on_failure() -> 
     assert [c.text for c in result.additional_contexts] == ["0", "1", "2"]
 
 
-async def test_outer_abort_aborts_in_flight_and_abandons_queued_calls() -> None:
-    registry = code_registry()
+async def test_outer_abort_aborts_in_flight_and_abandons_queued_calls(
+        code_runtime: CodeRuntime) -> None:
+    registry = code_registry(code_runtime)
     seen_signals: list[Any] = []
 
     async def slow(args: Any, ctx: ToolRunContext) -> str:
@@ -415,7 +436,13 @@ async def test_outer_abort_aborts_in_flight_and_abandons_queued_calls() -> None:
     events: list[str] = []
     registry.on_event(lambda e: events.append(f"{e['kind']} {e['call_id']}"))
     controller = AbortController()
-    asyncio.get_running_loop().call_later(0.05, controller.abort, "user stop")
+    loop = asyncio.get_running_loop()
+    # Abort once the first call is running (a real wait, whatever the runtime's start).
+    def abort_soon(execution: ToolExecution, decision: Any) -> None:
+        if execution.name == "slow" and not seen_signals:
+            loop.call_later(0.05, controller.abort, "user stop")
+
+    registry.on_pre_execute(abort_soon)
     code = ("print('before')\n"
             "await asyncio.gather(tools.slow({}), tools.slow({}), tools.slow({}))")
     result = await run(registry, code, signal=controller.signal)
@@ -429,8 +456,9 @@ async def test_outer_abort_aborts_in_flight_and_abandons_queued_calls() -> None:
                       "tool/code-dispatch r1:code:1", "tool/result r1"]
 
 
-async def test_settlement_aborts_sub_calls_the_program_did_not_await() -> None:
-    registry = code_registry()
+async def test_settlement_aborts_sub_calls_the_program_did_not_await(
+        code_runtime: CodeRuntime) -> None:
+    registry = code_registry(code_runtime)
     finished: list[str] = []
 
     async def slow(args: Any, ctx: ToolRunContext) -> str:
@@ -450,8 +478,8 @@ async def test_settlement_aborts_sub_calls_the_program_did_not_await() -> None:
     assert events[-2:] == ["tool/code-dispatch", "tool/result"]  # landed before return
 
 
-async def test_cancelling_the_outer_task_settles_sub_calls() -> None:
-    registry = code_registry()
+async def test_cancelling_the_outer_task_settles_sub_calls(code_runtime: CodeRuntime) -> None:
+    registry = code_registry(code_runtime)
     stopped: list[str] = []
 
     async def slow(args: Any, ctx: ToolRunContext) -> str:
@@ -466,8 +494,11 @@ async def test_cancelling_the_outer_task_settles_sub_calls() -> None:
                                   execute=slow))
     events: list[str] = []
     registry.on_event(lambda e: events.append(e["kind"]))
+    started = asyncio.Event()
+    registry.on_pre_execute(lambda e, d: started.set() if e.name == "slow" else None)
     task = asyncio.create_task(run(registry, "await tools.slow({})"))
-    await asyncio.sleep(0.02)
+    await started.wait()
+    await asyncio.sleep(0.01)  # let the body reach its wait
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task
@@ -484,3 +515,22 @@ async def test_pre_aborted_run_code_never_starts_the_runtime() -> None:
     result = await run(registry, "return 1", signal=controller.signal)
     assert result.error is not None and result.error.code == "ABORTED_BEFORE_DISPATCH"
     assert runtime.runs == 0
+
+
+async def test_the_tools_namespace_is_the_same_on_both_runtimes(
+        code_runtime: CodeRuntime) -> None:
+    """Keyword calls, item access and unknown names behave alike (the in-process runtime
+    runs the in-kernel core)."""
+    registry = code_registry(code_runtime)
+    registry.register(echo())
+    code = """
+out = [await tools.echo(text='kw'), await tools['echo']({'text': 'item'})]
+for probe in (lambda: tools.nope, lambda: tools['nope']):
+    try:
+        probe()
+    except (AttributeError, KeyError) as error:
+        out.append(type(error).__name__)
+return out
+"""
+    result = await run(registry, code)
+    assert result.value == {"logs": [], "result": ["kw", "item", "AttributeError", "KeyError"]}

@@ -4,9 +4,8 @@
 ``docs/kernel-runtime.md`` for the lifecycle, protocol and budgets.
 """
 
-from .bridge import run_signal
 from .config import KernelRuntimeConfig
 from .gateway_config import GatewayConfig
 from .runtime import KernelRuntime
 
-__all__ = ["GatewayConfig", "KernelRuntime", "KernelRuntimeConfig", "run_signal"]
+__all__ = ["GatewayConfig", "KernelRuntime", "KernelRuntimeConfig"]

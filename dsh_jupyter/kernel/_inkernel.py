@@ -130,7 +130,9 @@ class Bridge:
             except (ValueError, RecursionError) as error:
                 problem = f"they cannot be encoded ({type(error).__name__}: {error})"
         if problem is not None or text is None:
-            raise TypeError(f"arguments for tool {name!r} are not JSON: {problem}")
+            # Like every call the host refuses: the program catches ToolCallError.
+            raise ToolCallError(
+                name, f"arguments for tool {name!r} are not lossless JSON: {problem}")
         # What the program printed before this call reaches the host before the call
         # (cards show it in order; an abort while the call runs keeps it).
         flush_streams()
@@ -470,16 +472,22 @@ def patch_write(stream: Any) -> None:
 
 
 class Runtime:
-    """Per-kernel state: the comm, its bridge, and :meth:`run` for the one program."""
+    """Per-kernel state: the comm, its bridge, and :meth:`run` for the one program.
 
-    def __init__(self, send: Callable[[dict[str, Any]], None]) -> None:
+    ``output`` (the host's in-process test runtime only) is a ``(stdout, stderr)`` pair
+    the program's ``print`` writes to instead of the kernel's streams."""
+
+    def __init__(self, send: Callable[[dict[str, Any]], None],
+                 output: tuple[Any, Any] | None = None) -> None:
         self.bridge = Bridge(send)
+        self._output = output
 
     async def run(self, names: list[str], source: str, max_output_bytes: int) -> None:
         """Run ``source`` with ``tools`` for ``names``; always ends with one ``done`` message."""
         tools = Tools(self.bridge, names)
-        patch_write(sys.stdout)
-        patch_write(sys.stderr)
+        if self._output is None:
+            patch_write(sys.stdout)
+            patch_write(sys.stderr)
         try:
             code = compile_program(source)
             namespace: dict[str, Any] = {
@@ -489,6 +497,8 @@ class Runtime:
                 "ToolCallError": ToolCallError,
                 "asyncio": asyncio,
             }
+            if self._output is not None:
+                namespace["print"] = self._print
             exec(code, namespace)
             program = namespace.pop("<module>")
             value = await program()
@@ -521,9 +531,13 @@ class Runtime:
             return
         self._finish({"kind": "done", "ok": True, "value": value}, text)
 
+    def _print(self, *values: object, file: Any = None, **options: Any) -> None:
+        assert self._output is not None
+        builtins.print(*values, file=self._output[0] if file is None else file, **options)
+
     def _finish(self, message: DoneOkMessage | DoneErrorMessage, text: str | None = None) -> None:
         # Flush first: stream messages then precede "done" on iopub.
-        for stream in (sys.stdout, sys.stderr):
+        for stream in (sys.stdout, sys.stderr, *(self._output or ())):
             with contextlib.suppress(Exception):
                 stream.flush()
         self.bridge.done(message, text)

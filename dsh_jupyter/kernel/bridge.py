@@ -13,7 +13,7 @@ calls being assembled share ``max_call_bytes``; a result's frames are bounded by
 ``max_value_bytes``.
 
 Quiescence: when the run ends, :meth:`Bridge.stop` stops dispatching and
-replying and fires :func:`run_signal` for the calls in flight; :meth:`Bridge.drain`
+replying and closes the bindings (their calls in flight stop); :meth:`Bridge.drain`
 waits for them to finish. Bindings are cooperative: they are never cancelled, so
 a run returns only after every binding call it started has returned, and no binding is called
 after that.
@@ -23,17 +23,15 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import contextvars
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import cast
 
 from .._waiting import wait_quietly
-from ..abort import AbortController
 from ..json_value import JsonValue, NotJsonError, snapshot_json
-from ..runtime import RUN_SIGNAL, Binding, BindingError
-from ..runtime import run_signal as run_signal  # re-exported: dsh_jupyter.kernel.run_signal
+from ..runtime import BindingError, Bindings, CodeRunFailure, CodeRunResult
 from .frames import MAX_DEPTH, FrameError, FrameTooLarge, ValueBuilder
+from .logs import OutputLog
 from .protocol import (
     DoneErrorMessage,
     DoneOkMessage,
@@ -62,9 +60,10 @@ Done = DoneOkMessage | DoneErrorMessage | BuiltResult
 class Bridge:
     """Answers the calls of one run with ``bindings``; ``send`` carries replies to the kernel."""
 
-    def __init__(self, bindings: Mapping[str, Binding], send: Callable[[HostMessage], None], *,
+    def __init__(self, bindings: Bindings, send: Callable[[HostMessage], None], *,
                  max_pending_calls: int, max_call_bytes: int, max_value_bytes: int) -> None:
-        self._bindings = dict(bindings)
+        self._bindings = bindings
+        self._names = frozenset(bindings.names)
         self._send = send
         self._max_pending = max_pending_calls
         self._max_call_bytes = max_call_bytes
@@ -72,9 +71,6 @@ class Bridge:
         self._arguments: dict[str, ValueBuilder] = {}
         self._failed_frames: set[str] = set()  # calls already answered with an error
         self._inflight: dict[str, asyncio.Task[None]] = {}
-        self._end = AbortController()
-        self._context = contextvars.copy_context()
-        self._context.run(RUN_SIGNAL.set, self._end.signal)
         self._closed = False
         self.calls_started = 0
         self.dropped = 0
@@ -160,16 +156,15 @@ class Bridge:
             self.dropped += 1  # a duplicate id: answering would settle the first call
             return
         problem: str | None = None
-        binding = self._bindings.get(name)
-        if binding is None:
-            known = ", ".join(repr(n) for n in sorted(self._bindings)) or "none"
+        if name not in self._names:
+            known = ", ".join(repr(n) for n in sorted(self._names)) or "none"
             problem = f"no tool named {name[:80]!r} in this run; known tools: {known}"
         elif size > self._max_call_bytes:
             problem = f"the call is {size} bytes, over the {self._max_call_bytes} byte limit"
         elif len(self._inflight) >= self._max_pending:
             problem = f"too many calls in flight (limit {self._max_pending})"
-        if problem is not None or binding is None:
-            self._reply(result_error(call_id, problem or "unavailable"))
+        if problem is not None:
+            self._reply(result_error(call_id, problem))
             return
         try:
             args = cast(JsonValue, raw_args) if frozen else snapshot_json(raw_args, freeze=False)
@@ -177,13 +172,13 @@ class Bridge:
             self._reply(result_error(call_id, f"arguments are not lossless JSON: {error}"))
             return
         self.calls_started += 1
-        task = asyncio.create_task(self._answer(call_id, binding, args), context=self._context)
+        task = asyncio.create_task(self._answer(call_id, name, args))
         self._inflight[call_id] = task
         task.add_done_callback(lambda _task: self._inflight.pop(call_id, None))
 
-    async def _answer(self, call_id: str, binding: Binding, args: JsonValue) -> None:
+    async def _answer(self, call_id: str, name: str, args: JsonValue) -> None:
         try:
-            value = await binding(args)
+            value = await self._bindings.call(name, args)
         except BindingError as error:
             self._reply(result_error(call_id, error.message))
             return
@@ -217,9 +212,12 @@ class Bridge:
             pass  # a failed send means the kernel is gone: the watchdog ends the run
 
     def stop(self, reason: str) -> None:
-        """Stop dispatching and replying; fire :func:`run_signal` for calls in flight."""
+        """Stop dispatching and replying, and close the bindings (the program has ended:
+        their calls in flight stop). Idempotent."""
+        if self._closed:
+            return
         self._closed = True
-        self._end.abort(reason)
+        self._bindings.close(reason)
 
     async def drain(self) -> None:
         """Wait (without cancelling them) until no binding call is in flight."""
@@ -232,3 +230,28 @@ def _result_failure(error: FrameError) -> DoneErrorMessage:
                 "message": f"the program's return value {error}"}
     return {"kind": "done", "ok": False, "error": "invalid-output",
             "message": f"the kernel sent a malformed return value: {error}"}
+
+
+def done_result(done: Done, logs: tuple[str, ...], log: OutputLog,
+                max_output_bytes: int) -> CodeRunResult:
+    """The result a ``done`` message reports: the value (charged to ``log`` with the
+    log array) or the program's failure."""
+    if isinstance(done, BuiltResult):  # arrived as frames: already a snapshot
+        value, charged = done.value, log.add_value_size(done.size)
+    elif not done["ok"]:
+        return CodeRunResult(logs=logs, failure=CodeRunFailure(kind=done["error"],
+                                                               message=done["message"]))
+    else:
+        try:
+            value = snapshot_json(done["value"])
+        except (NotJsonError, RecursionError) as error:
+            return CodeRunResult(logs=logs, failure=CodeRunFailure(
+                kind="invalid-output", message=f"the program's return value {error}"))
+        charged = log.add_value(value)
+    if not charged:
+        reason = (log.limit_message() if log.over_budget else
+                  f"the program's output and return value passed the {max_output_bytes} "
+                  "byte limit")
+        return CodeRunResult(logs=logs, failure=CodeRunFailure(kind="output-limit",
+                                                               message=reason))
+    return CodeRunResult(logs=logs, value=value)

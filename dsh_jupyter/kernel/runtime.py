@@ -5,7 +5,7 @@
     async with KernelRuntime(KernelRuntimeConfig(wall_seconds=30)) as runtime:
         result = await runtime.run(
             "hits = await tools.search({'q': 'zmq'})\\nreturn len(hits)",
-            {"search": search_binding},
+            FunctionBindings({"search": search_binding}),
             AbortSignal.never(),
         )
 
@@ -29,7 +29,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import warnings
-from collections.abc import Awaitable, Coroutine, Mapping
+from collections.abc import Awaitable, Coroutine
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -39,7 +39,7 @@ import zmq.asyncio
 from .._waiting import wait_quietly
 from ..abort import AbortController, AbortSignal
 from ..errors import CodeModeError
-from ..runtime import Binding, CodeRunFailure, CodeRunResult
+from ..runtime import Bindings, CodeRunFailure, CodeRunResult
 from .config import KernelRuntimeConfig
 from .forkserver import ForkLauncher, fork_supported
 from .launch import KernelLauncher, StockLauncher
@@ -108,7 +108,7 @@ class KernelRuntime:
                         exc: BaseException | None, tb: TracebackType | None) -> None:
         await self.aclose()
 
-    async def run(self, program: str, bindings: Mapping[str, Binding],
+    async def run(self, program: str, bindings: Bindings,
                   signal: AbortSignal) -> CodeRunResult:
         """Run ``program`` in a fresh kernel with ``bindings`` as ``tools``. Every outcome is a
         :class:`CodeRunResult`; raises :class:`CodeModeError` only when the runtime is not open."""
@@ -121,7 +121,7 @@ class KernelRuntime:
         task.add_done_callback(self._runs.discard)
         return await task
 
-    async def _run(self, program: str, bindings: Mapping[str, Binding],
+    async def _run(self, program: str, bindings: Bindings,
                    signal: AbortSignal) -> CodeRunResult:
         signals = (signal, self._disposing.signal)
         for each in signals:

@@ -15,13 +15,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from pathlib import Path
 
 import zmq.asyncio
 
 from ..abort import AbortSignal
-from ..runtime import Binding, CodeRunResult
+from ..runtime import Bindings, CodeRunResult
 from .carrier import CarrierListener, SocketCarrier
 from .channels import HasChannels, KernelChannels
 from .config import KernelRuntimeConfig
@@ -157,7 +157,7 @@ class KernelSession:
             if listener is not None:
                 self.carrier = await listener.accept()
 
-    async def run(self, program: str, bindings: Mapping[str, Binding],
+    async def run(self, program: str, bindings: Bindings,
                   signals: Iterable[AbortSignal],
                   budget: OutputBudget | None = None) -> CodeRunResult:
         """Run ``program`` once on this kernel (see :class:`~.watch.RunWatch`); its output

@@ -26,15 +26,14 @@ import asyncio
 import contextlib
 import logging
 import re
-from collections.abc import Coroutine, Iterable, Mapping
+from collections.abc import Coroutine, Iterable
 from typing import TYPE_CHECKING, Any, Final
 
 from .._waiting import wait_quietly
 from ..abort import AbortSignal
-from ..json_value import NotJsonError, snapshot_json
-from ..runtime import Binding, CodeRunFailure, CodeRunResult, FailureKind
+from ..runtime import Bindings, CodeRunFailure, CodeRunResult, FailureKind
 from . import proctree
-from .bridge import Bridge, BuiltResult
+from .bridge import Bridge, BuiltResult, done_result
 from .carrier import MessageTooLarge, SocketCarrier
 from .logs import OutputBudget, OutputLog
 from .protocol import MAX_MESSAGE_BYTES, DoneErrorMessage, DoneOkMessage, HostMessage
@@ -76,11 +75,11 @@ class RunWatch:
     """Runs one program on ``session`` (used once)."""
 
     def __init__(self, session: KernelSession, program: str,
-                 bindings: Mapping[str, Binding], budget: OutputBudget | None = None) -> None:
+                 bindings: Bindings, budget: OutputBudget | None = None) -> None:
         self._session = session
         self._config = session.config
         self._program = program
-        self._names = list(bindings)
+        self._names = list(bindings.names)
         self._log = OutputLog(self._config.max_output_bytes, budget)
         self._bridge = Bridge(bindings, self._reply,
                               max_pending_calls=self._config.max_pending_calls,
@@ -322,25 +321,7 @@ class RunWatch:
             message = self._error or "the program ended without reporting a result"
             return CodeRunResult(logs=logs, failure=CodeRunFailure(kind="exception",
                                                                    message=message))
-        if isinstance(outcome, BuiltResult):  # arrived as frames: already a snapshot
-            value, charged = outcome.value, self._log.add_value_size(outcome.size)
-        elif not outcome["ok"]:
-            return CodeRunResult(logs=logs, failure=CodeRunFailure(
-                kind=outcome["error"], message=outcome["message"]))
-        else:
-            try:
-                value = snapshot_json(outcome["value"])
-            except (NotJsonError, RecursionError) as error:
-                return CodeRunResult(logs=logs, failure=CodeRunFailure(
-                    kind="invalid-output", message=f"the program's return value {error}"))
-            charged = self._log.add_value(value)
-        if not charged:
-            reason = (self._log.limit_message() if self._log.over_budget else
-                      f"the program's output and return value passed the "
-                      f"{self._config.max_output_bytes} byte limit")
-            return CodeRunResult(logs=logs, failure=CodeRunFailure(kind="output-limit",
-                                                                   message=reason))
-        return CodeRunResult(logs=logs, value=value)
+        return done_result(outcome, logs, self._log, self._config.max_output_bytes)
 
 
 class _Turn:

@@ -27,6 +27,7 @@ import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 
+from .._waiting import wait_uncancelled
 from .config import KernelRuntimeConfig
 
 
@@ -97,18 +98,14 @@ class Workspace:
 
 async def create_workspace(parent: Path) -> Workspace:
     """:meth:`Workspace.create` off the event loop (a busy disk takes milliseconds). If
-    the caller is cancelled meanwhile, the directory is removed once made, not leaked."""
+    the caller is cancelled meanwhile, the thread is awaited and the directory removed
+    before the cancellation goes on: nothing is left behind once this returns."""
     making = asyncio.ensure_future(asyncio.to_thread(Workspace.create, parent))
-    try:
-        return await asyncio.shield(making)
-    except asyncio.CancelledError:
-        making.add_done_callback(_remove_unwanted)
-        raise
-
-
-def _remove_unwanted(making: asyncio.Future[Workspace]) -> None:
-    if not making.cancelled() and making.exception() is None:
-        making.result().remove()
+    if await wait_uncancelled((making,)):
+        if making.exception() is None:
+            making.result().remove()  # a few empty directories: well under a millisecond
+        raise asyncio.CancelledError
+    return making.result()
 
 
 def scrubbed_environment(config: KernelRuntimeConfig,

@@ -14,11 +14,12 @@ Scheduling, per run:
 - every started call emits ``tool/code-dispatch-start`` and exactly one
   ``tool/code-dispatch``; calls abandoned in the queue emit neither.
 
-Settlement: when the run ends for any reason the run signal aborts ("run_code
-settled"), queued calls are abandoned, in-flight ones are awaited, and every
-event has landed before :meth:`DispatchBridge.settle` returns. A runtime that
-waits for its bindings before returning (the kernel runtime) reports the end of
-the run through :func:`~dsh_jupyter.runtime.run_signal`; the bridge settles then.
+Settlement: the bridge is the run's :class:`~dsh_jupyter.runtime.Bindings`. When the
+program ends the runtime calls :meth:`DispatchBridge.close`: the run signal aborts
+("run_code settled") and queued calls are abandoned; in-flight ones are awaited, and
+every event has landed before :meth:`DispatchBridge.settle` returns (run_code calls it
+after the runtime returned, whatever happened, so a runtime that never closed its
+bindings is settled too).
 """
 
 from __future__ import annotations
@@ -26,15 +27,16 @@ from __future__ import annotations
 import asyncio
 import time
 from collections import deque
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Collection
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from .._waiting import wait_quietly, wait_uncancelled
 from ..abort import AbortController, AbortSignal
 from ..events import CodeDispatchEvent, CodeDispatchStartEvent
 from ..json_value import JsonObject, JsonValue, NotJsonError, snapshot_json
-from ..runtime import Binding, BindingError, run_signal
+from ..runtime import BindingError
 from .execution import ToolCall, ToolRunContext
 from .pipeline import execute
 from .results import ToolResult
@@ -79,11 +81,14 @@ class _Gate:
 
 
 class DispatchBridge:
-    """Turns binding calls of one run into scheduled sub-calls of the registry."""
+    """The :class:`~dsh_jupyter.runtime.Bindings` of one run: each call becomes a
+    scheduled sub-call of the registry."""
 
-    def __init__(self, registry: ToolRegistry, ctx: ToolRunContext) -> None:
+    def __init__(self, registry: ToolRegistry, ctx: ToolRunContext,
+                 names: Collection[str]) -> None:
         self._registry = registry
         self._ctx = ctx
+        self._names = tuple(names)
         self._limit = registry.max_parallel_sub_calls
         self._run = AbortController()
         self._undo_follow = ctx.signal.add_listener(self._run.abort)
@@ -95,7 +100,6 @@ class DispatchBridge:
         self._tasks: set[asyncio.Task[None]] = set()
         self._count = 0
         self._settled = False
-        self._run_ends: dict[int, Callable[[], None]] = {}
         root = ctx.execution
         self._root_call_id = root.call_id
 
@@ -104,26 +108,21 @@ class DispatchBridge:
         """The run signal: follows the outer call's signal, fires at settlement."""
         return self._run.signal
 
-    def bindings(self, names: list[str]) -> dict[str, Binding]:
-        return {name: self._binding(name) for name in names}
+    @property
+    def names(self) -> Collection[str]:
+        return self._names
 
-    def _binding(self, name: str) -> Binding:
-        async def call_tool(arguments: JsonValue) -> JsonValue:
-            self._follow_run_end(run_signal())
-            return await self._submit(name, arguments)
+    async def call(self, name: str, args: JsonValue) -> JsonValue:
+        return await self._submit(name, args)
 
-        call_tool.__name__ = name
-        return call_tool
-
-    def _follow_run_end(self, signal: AbortSignal) -> None:
-        # A runtime that waits for its bindings before it returns (the kernel runtime) fires
-        # this when the program's run ends; settle then, or a body that waits for its signal
-        # (and a call still queued) would keep the binding, and so the run, waiting forever.
-        if id(signal) not in self._run_ends:
-            self._run_ends[id(signal)] = signal.add_listener(lambda _reason: self._end())
+    def close(self, reason: str = SETTLED_REASON) -> None:
+        """The program ended: accept no more calls, fire the run signal, abandon queued
+        calls (running ones see the signal; :meth:`settle` awaits them)."""
+        self._end()
 
     def _end(self) -> None:
-        """Accept no more calls, fire the run signal, abandon queued calls."""
+        if self._settled:
+            return
         self._settled = True
         self._run.abort(SETTLED_REASON)
         while self._queue:
@@ -192,8 +191,9 @@ class DispatchBridge:
                 signal=self._run.signal, agent=ctx.agent, parent=ctx.token),
                 gate=_Gate(self, sub))
         finally:
+            cancelled = False
             if sub.previous_done is not None:
-                await _wait_uncancellable(sub.previous_done)
+                cancelled = await wait_uncancelled((sub.previous_done,))
             if result is not None:
                 for context in result.additional_contexts:
                     ctx.defer_context(context)
@@ -211,6 +211,8 @@ class DispatchBridge:
                 else:
                     sub.future.set_result(result.value)
             self._pump()
+            if cancelled:
+                raise asyncio.CancelledError
 
     def _emit_settled(self, sub: _SubCall, result: ToolResult | None, started: float,
                       agent: str | None) -> None:
@@ -229,41 +231,18 @@ class DispatchBridge:
         self._registry.emit(event)
 
     async def settle(self) -> None:
-        """Abort the run signal, abandon queued calls, await in-flight ones."""
+        """Close (if the runtime did not), await in-flight calls: every event has landed
+        when it returns. Re-raises a cancellation of the waiter once they are done."""
         self._end()
-        cancelled = False
-        while self._tasks:
-            cancelled |= await _wait_uncancellable_tasks(set(self._tasks))
-        self._undo_follow()
-        for undo in self._run_ends.values():
-            undo()
-        self._run_ends.clear()
-        if cancelled:
-            raise asyncio.CancelledError
+        try:
+            while self._tasks:
+                await wait_quietly(set(self._tasks))
+        finally:
+            self._undo_follow()
 
     @property
     def started_calls(self) -> int:
         return self._count
-
-
-async def _wait_uncancellable(event: asyncio.Event) -> None:
-    while not event.is_set():
-        try:
-            await asyncio.shield(event.wait())
-        except asyncio.CancelledError:
-            continue
-
-
-async def _wait_uncancellable_tasks(tasks: set[asyncio.Task[None]]) -> bool:
-    """Wait for ``tasks`` even if we are cancelled meanwhile; True if we were."""
-    gathered = asyncio.gather(*tasks, return_exceptions=True)
-    cancelled = False
-    while not gathered.done():
-        try:
-            await asyncio.shield(gathered)
-        except asyncio.CancelledError:
-            cancelled = True
-    return cancelled
 
 
 def _retrieve(future: asyncio.Future[JsonValue]) -> None:

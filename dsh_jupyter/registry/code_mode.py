@@ -14,6 +14,7 @@ import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, cast
 
+from .._waiting import wait_quietly
 from ..errors import CodeModeError, CodeRunFailedError
 from ..json_dump import dump_json
 from ..json_value import JsonObject, JsonValue, snapshot_json
@@ -158,14 +159,13 @@ async def _run_program(registry: ToolRegistry, program: str, ctx: ToolRunContext
         raise CodeModeError("run_code needs a code runtime: `async with KernelRuntime() as "
                             "runtime:` (from dsh_jupyter.kernel), then set "
                             "registry.code_runtime = runtime")
-    bridge = DispatchBridge(registry, ctx)
     names = sorted(n for n in registry._visible(ctx.agent) if n != RESERVED_NAME)
+    bridge = DispatchBridge(registry, ctx, names)
     try:
-        result = await runtime.run(program, bridge.bindings(names), bridge.signal)
+        result = await runtime.run(program, bridge, bridge.signal)
     finally:
         # Settle even when our own task is cancelled: no sub-call may outlive the run.
-        settle = asyncio.ensure_future(bridge.settle())
-        await _finish(settle)
+        await wait_quietly((asyncio.ensure_future(bridge.settle()),))
     if result.failure is not None:
         # Also an abort: 000 lets cancellation replace only a success with ABORTED, and the
         # failure keeps the lines the program printed before it was stopped.
@@ -174,15 +174,3 @@ async def _run_program(registry: ToolRegistry, program: str, ctx: ToolRunContext
     if result.value is not None:
         value["result"] = result.value
     return value
-
-
-async def _finish(task: asyncio.Future[None]) -> None:
-    cancelled = False
-    while not task.done():
-        try:
-            await asyncio.shield(task)
-        except asyncio.CancelledError:
-            cancelled = True
-    task.result()
-    if cancelled:
-        raise asyncio.CancelledError

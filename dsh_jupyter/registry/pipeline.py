@@ -31,6 +31,7 @@ from contextlib import AbstractAsyncContextManager
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Protocol, cast
 
+from .._waiting import wait_quietly, wait_uncancelled
 from ..abort import AbortSignal
 from ..errors import DshError, ToolArgsError
 from ..events import ToolCallEvent, ToolResultEvent
@@ -108,22 +109,13 @@ async def execute(registry: ToolRegistry, call: ToolCall, *,
         if definition is not None and definition.output.presentation_meta is not None:
             result = await _with_meta(execution, definition, result)
     except asyncio.CancelledError:
-        if state.body_done is not None and not state.body_done.is_set():
-            await _settle(state.body_done)
+        if state.body_done is not None:
+            await wait_uncancelled((state.body_done,))  # cancelled already: re-raised below
         _publish(registry, execution, definition,
                  failure("tool call cancelled", "ABORTED" if state.body_started
                          else "ABORTED_BEFORE_DISPATCH"), started)
         raise
     return _publish(registry, execution, definition, result, started)
-
-
-async def _settle(done: asyncio.Event) -> None:
-    # Wait for a started body even while our own task is being cancelled.
-    while not done.is_set():
-        try:
-            await asyncio.shield(done.wait())
-        except asyncio.CancelledError:
-            continue
 
 
 async def _run(registry: ToolRegistry, execution: ToolExecution,
@@ -285,8 +277,8 @@ async def _dispatch(execution: ToolExecution, definition: ToolDefinition,
         return call_next
 
     result = await _wrap(wrappers[0], execution, link(1, caller_signal))
-    if state.body_started and not state.body_done.is_set():
-        await _settle(state.body_done)  # a wrapper returned early: the body still owns work
+    if state.body_started:
+        await wait_quietly((state.body_done,))  # a wrapper returned early: the body still works
     if isinstance(result, ToolSuccess) and id(result) not in produced:
         # A wrapper-authored success is normalised like the body's own value.
         result = await _canonical(execution, definition, result.value, dump=False,

@@ -11,12 +11,12 @@ import pytest
 
 from dsh_jupyter.json_value import JsonValue
 from dsh_jupyter.kernel import KernelRuntimeConfig, _inkernel, protocol, watch
-from dsh_jupyter.kernel.bridge import Bridge, run_signal
+from dsh_jupyter.kernel.bridge import Bridge
 from dsh_jupyter.kernel.carrier import CarrierListener, MessageTooLarge
 from dsh_jupyter.kernel.logs import OutputLog
 from dsh_jupyter.kernel.protocol import HostMessage, Malformed, parse_kernel_message
 from dsh_jupyter.kernel.workspace import Workspace
-from dsh_jupyter.runtime import BindingError
+from dsh_jupyter.runtime import BindingError, FunctionBindings
 
 pytestmark = pytest.mark.timeout(10)
 
@@ -82,7 +82,7 @@ async def test_bridge_answers_and_drops() -> None:
     async def denied(args: JsonValue) -> JsonValue:
         raise BindingError("nope")
 
-    bridge = Bridge({"echo": echo, "held": held, "denied": denied}, kernel.send,
+    bridge = Bridge(FunctionBindings({"echo": echo, "held": held, "denied": denied}), kernel.send,
                     max_pending_calls=4, max_call_bytes=100, max_value_bytes=1 << 20)
     bridge.receive({"kind": "call", "id": "1", "name": "echo", "args": {"a": 1}}, 10)
     bridge.receive({"kind": "call", "id": "2", "name": "held", "args": {}}, 10)
@@ -117,8 +117,8 @@ async def test_bridge_limits_calls_in_flight() -> None:
         await gate.wait()
         return None
 
-    bridge = Bridge({"held": held}, kernel.send, max_pending_calls=2, max_call_bytes=100,
-                    max_value_bytes=1 << 20)
+    bridge = Bridge(FunctionBindings({"held": held}), kernel.send, max_pending_calls=2,
+                    max_call_bytes=100, max_value_bytes=1 << 20)
     for call_id in "abc":
         bridge.receive({"kind": "call", "id": call_id, "name": "held", "args": {}}, 1)
     await kernel.settle()
@@ -129,23 +129,32 @@ async def test_bridge_limits_calls_in_flight() -> None:
     await bridge.drain()
 
 
-async def test_run_signal_fires_for_calls_in_flight() -> None:
+async def test_stop_closes_the_bindings_once_for_calls_in_flight() -> None:
+    """The end of the run is part of the seam: stop() closes the bindings (once), so a
+    call that waits for the end of its run stops; drain() then returns."""
     kernel = FakeKernel()
     observed: list[bool] = []
+    closes: list[str] = []
+
+    class Watching(FunctionBindings):
+        def close(self, reason: str) -> None:
+            closes.append(reason)
+            super().close(reason)
 
     async def watcher(args: JsonValue) -> JsonValue:
-        signal = run_signal()
-        await signal.wait()
-        observed.append(signal.aborted)
+        await bindings.signal.wait()
+        observed.append(bindings.signal.aborted)
         return None
 
-    bridge = Bridge({"watch": watcher}, kernel.send, max_pending_calls=5, max_call_bytes=100,
+    bindings = Watching({"watch": watcher})
+    bridge = Bridge(bindings, kernel.send, max_pending_calls=5, max_call_bytes=100,
                     max_value_bytes=1 << 20)
     bridge.receive({"kind": "call", "id": "1", "name": "watch", "args": {}}, 1)
     await kernel.settle()
     bridge.stop("the run ended")
+    bridge.stop("again")
     await bridge.drain()
-    assert observed == [True]
+    assert observed == [True] and closes == ["the run ended"]
     assert kernel.sent == []
 
 

@@ -9,8 +9,8 @@ from kernel_support import Recorder, run
 
 from dsh_jupyter.abort import AbortSignal
 from dsh_jupyter.json_value import JsonValue
-from dsh_jupyter.kernel import KernelRuntime, run_signal
-from dsh_jupyter.runtime import BindingError, CodeRuntime
+from dsh_jupyter.kernel import KernelRuntime
+from dsh_jupyter.runtime import BindingError, CodeRuntime, FunctionBindings
 
 pytestmark = [pytest.mark.kernel, pytest.mark.timeout(60)]
 
@@ -109,7 +109,7 @@ async def test_arguments_must_be_json(runtime: KernelRuntime, recorder: Recorder
     program = """\
 try:
     await tools.echo({"when": {1, 2}})
-except TypeError as error:
+except ToolCallError as error:
     return str(error)
 """
     result = await run(runtime, program, {"echo": recorder.binding("echo")})
@@ -178,18 +178,33 @@ async def test_invalid_output(runtime: KernelRuntime) -> None:
     assert result_nan.failure is not None and result_nan.failure.kind == "invalid-output"
 
 
-async def test_run_signal_fires_when_the_run_ends(runtime: KernelRuntime) -> None:
+async def test_the_runtime_closes_the_bindings_once_when_the_program_ends(
+        runtime: KernelRuntime) -> None:
+    """The end of a run is part of the seam: ``close`` comes once, after the program's
+    own calls returned, with the reason; a call left running sees it and stops."""
+    closes: list[str] = []
     seen: list[bool] = []
 
+    class Recording(FunctionBindings):
+        def close(self, reason: str) -> None:
+            closes.append(reason)
+            super().close(reason)
+
     async def observe(args: JsonValue) -> JsonValue:
-        signal = run_signal()
-        seen.append(signal.aborted)
+        seen.append(bindings.signal.aborted)
         return None
 
-    result = await run(runtime, "await tools.observe({})\nreturn 1", {"observe": observe})
+    async def linger(args: JsonValue) -> JsonValue:
+        await bindings.signal.wait()  # stops only when the run closes the bindings
+        return None
+
+    bindings = Recording({"observe": observe, "linger": linger})
+    program = ("await tools.observe({})\nasyncio.ensure_future(tools.linger({}))\n"
+               "await asyncio.sleep(0.05)\nreturn 1")
+    result = await runtime.run(program, bindings, AbortSignal.never())
     assert result.value == 1
     assert seen == [False]
-    assert run_signal().aborted is False  # outside a binding: never fires
+    assert closes == ["the run ended"]
 
 
 async def test_top_level_await_and_asyncio(runtime: KernelRuntime) -> None:
@@ -202,12 +217,12 @@ async def test_abort_signal_already_fired(runtime: KernelRuntime) -> None:
 
     controller = AbortController()
     controller.abort("not now")
-    result = await runtime.run("return 1", {}, controller.signal)
+    result = await runtime.run("return 1", FunctionBindings({}), controller.signal)
     assert result.failure is not None
     assert (result.failure.kind, result.failure.message) == ("abort", "not now")
 
 
 async def test_never_signal_type(runtime: KernelRuntime) -> None:
-    result = await runtime.run("return 'ok'", {}, AbortSignal.never())
+    result = await runtime.run("return 'ok'", FunctionBindings({}), AbortSignal.never())
     assert result.value == "ok"
     await asyncio.sleep(0)

@@ -31,6 +31,7 @@ from reliability_support import (
 
 from dsh_jupyter import AbortSignal, ToolDefinition, ToolRunContext
 from dsh_jupyter.kernel import proctree
+from dsh_jupyter.runtime import FunctionBindings
 
 pytestmark = [pytest.mark.kernel, pytest.mark.timeout(60)]
 
@@ -315,7 +316,7 @@ calls = [asyncio.ensure_future(tools.echo({"i": i})) for i in range(3000)]
 done, pending = await asyncio.wait(calls, timeout=30)
 return len(pending)
 """
-    result = await runtime.run(program, {"echo": slow_echo}, AbortSignal.never())
+    result = await runtime.run(program, FunctionBindings({"echo": slow_echo}), AbortSignal.never())
     assert result.failure is None, result.failure
     assert (result.value, len(seen)) == (0, 3000)
     assert not await harness.finish()

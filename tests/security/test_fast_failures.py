@@ -49,7 +49,7 @@ for _ in range(100_000):
     args = {"x": args}
 try:
     await tools.echo(args)
-except TypeError as error:
+except ToolCallError as error:
     problem = str(error)
 return [problem, await tools.echo({"still": "fine"})]
 """
@@ -83,7 +83,6 @@ async def test_cancelling_during_kernel_start_leaves_nothing(harness: Harness) -
             await task
         while runtime._cleanups:
             await asyncio.wait(set(runtime._cleanups))
-        await asyncio.sleep(0.01)  # a workspace made by a thread the cancel overtook
         leftovers += [p.name for p in directory.iterdir()]
     assert leftovers == []
     ok = await run_code(registry, "return 'still works'", call_id="after")

@@ -38,8 +38,8 @@ SCRIPT = textwrap.dedent("""\
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             async with KernelRuntime(KernelRuntimeConfig(pool_size=0, **options)) as runtime:
-                first = await runtime.run(PROGRAM, {}, AbortSignal.never())
-                await runtime.run("return 1", {}, AbortSignal.never())
+                first = await runtime.run(PROGRAM, FunctionBindings({}), AbortSignal.never())
+                await runtime.run("return 1", FunctionBindings({}), AbortSignal.never())
         messages = [str(w.message) for w in caught if issubclass(w.category, UnconfinedWarning)]
         return {"confined": runtime.confined, "warnings": messages, "value": first.value}
 
