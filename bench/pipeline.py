@@ -13,7 +13,9 @@ Prints the median total time and longest stall per value, and the longest garbag
 collection meanwhile (a full collection holds the GIL throughout, on whichever thread
 triggered it, so it bounds the stall a worker thread can promise).
 
-    python bench/pipeline.py [--calls 20000] [--rounds 7] [--large-rounds 3]
+Then the host's cost of one sub-call of a run_code program (``--sub-calls``).
+
+    python bench/pipeline.py [--calls 20000] [--rounds 7] [--large-rounds 3] [--sub-calls 2000]
 """
 
 from __future__ import annotations
@@ -101,6 +103,56 @@ async def main(calls: int, rounds: int) -> None:
         median = statistics.median(values)
         print(f"  {name:30s} {median:8.2f} µs   ({median / base:4.2f}x no-hooks)")
     print("goal: execute with no hooks <= 30 µs per call")
+
+
+SUB_CALL_ARGS = {"path": "notes/today.txt", "offset": 3, "limit": 40, "tags": ["a", "b"]}
+
+
+async def sub_calls(calls: int, rounds: int) -> None:
+    """The host's cost of one sub-call of a program: the wire's JSON, the host bridge, the
+    dispatch bridge's scheduling and the whole pipeline, on the in-process runtime (the
+    kernel's in-kernel core and host bridge, no kernel). The floor is the same program
+    awaiting a local coroutine."""
+    from dsh_jupyter.testing import InProcessRuntime
+
+    registry = ToolRegistry(mode="code", code_runtime=InProcessRuntime())
+
+    @registry.tool(is_concurrency_safe=lambda args: True)
+    async def read(path: str, offset: int = 0, limit: int = 10,
+                   tags: list[str] | None = None) -> str:
+        """Read lines."""
+        return path
+
+    program = ("for _ in range({n}):\n"
+               "    await {call}\n"
+               "return 1")
+    local = "async def read(args):\n    return args['path']\n" + program
+
+    async def one(code: str) -> float:
+        n = calls // 10 if "calls" in code.splitlines()[-1] else calls
+        # CPU time of this process: what a sub-call costs the host, whatever else the
+        # machine is doing (wall time on a shared 2-core VM mostly measures the neighbours).
+        started = time.process_time()
+        result = await registry.execute(ToolCall(
+            call_id="r", name="run_code", arguments={"code": code, "description": "bench"}))
+        assert not result.is_error, result
+        return (time.process_time() - started) / n * 1e6
+
+    rows = "{'path': 'rows', 'tags': [f'tag{i}' for i in range(2000)]}"
+    cases = {"program awaiting a local coroutine (floor)":
+             local.format(n=calls, call=f"read({SUB_CALL_ARGS!r})"),
+             "sub-call through run_code (in-process runtime)":
+             program.format(n=calls, call=f"tools.read({SUB_CALL_ARGS!r})"),
+             "sub-call with 2,000 tags (in-process runtime)":
+             program.format(n=calls // 10, call=f"tools.read({rows})").replace(
+                 "return 1", f"return 1  # {calls // 10} calls")}
+    samples: dict[str, list[float]] = {name: [] for name in cases}
+    for _ in range(rounds):
+        for name, code in cases.items():
+            samples[name].append(await one(code))
+    print(f"sub-calls: {calls} sequential calls x {rounds} rounds, median CPU µs/call")
+    for name, values in samples.items():
+        print(f"  {name:48s} {statistics.median(values):8.1f} µs")
 
 
 def deep_list(depth: int) -> list[Any]:
@@ -207,7 +259,11 @@ if __name__ == "__main__":
     parser.add_argument("--rounds", type=int, default=7)
     parser.add_argument("--large-rounds", type=int, default=3,
                         help="rounds per large value (0 skips them)")
+    parser.add_argument("--sub-calls", type=int, default=2000,
+                        help="sequential sub-calls per program (0 skips them)")
     options = parser.parse_args()
     asyncio.run(main(options.calls, options.rounds))
+    if options.sub_calls:
+        asyncio.run(sub_calls(options.sub_calls, options.rounds))
     if options.large_rounds:
         asyncio.run(large_values(options.large_rounds))

@@ -79,6 +79,9 @@ class FrozenList(list[Any]):
         return (list, (list(self),))
 
 
+_FROZEN: frozenset[type] = frozenset((FrozenDict, FrozenList))
+
+
 class NotJsonError(ValueError):
     """A value is not lossless JSON; ``path`` says where (``""`` is the root)."""
 
@@ -107,7 +110,14 @@ def snapshot_json(value: object, *, freeze: bool = True,
     Raises :class:`NotJsonError` naming the first offending path, also for containers
     nested deeper than ``max_depth`` (when given; found without walking the rest). Linear
     in the size of the value whatever its shape (paths are built only for the error).
+
+    A frozen value (a :class:`FrozenDict` or :class:`FrozenList`, which only this function
+    builds) is returned as it is when a frozen value is asked for: it is a snapshot
+    already, and nothing can change it. A sub-call's arguments pass four stages that each
+    snapshot them; they are walked once.
     """
+    if freeze and max_depth is None and type(value) in _FROZEN:
+        return cast(JsonValue, value)
     try:
         scalar = _scalar(value)
     except _Problem as problem:

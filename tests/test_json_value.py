@@ -81,6 +81,16 @@ def test_max_depth_refuses_deeper_values_without_walking_them() -> None:
         snapshot_json({"a": [{"b": [[1]]}]}, max_depth=3)
 
 
+def test_a_frozen_value_is_its_own_snapshot() -> None:
+    """A sub-call's arguments pass several stages that snapshot them: once frozen they
+    are taken as they are (walked once), and a thawed copy is still a copy."""
+    frozen = snapshot_json({"a": [1, {"b": "c"}]})
+    assert snapshot_json(frozen) is frozen
+    assert snapshot_json(frozen["a"]) is frozen["a"]  # type: ignore[index]
+    thawed = snapshot_json(frozen, freeze=False)
+    assert thawed == frozen and thawed is not frozen and type(thawed) is dict
+
+
 def test_json_number_semantics() -> None:
     assert is_json_integer(1) and is_json_integer(1.0)
     assert not is_json_integer(True) and not is_json_integer(1.5)

@@ -167,7 +167,8 @@ class Bridge:
             self._reply(result_error(call_id, problem))
             return
         try:
-            args = cast(JsonValue, raw_args) if frozen else snapshot_json(raw_args, freeze=False)
+            # Frozen: the registry's stages take the snapshot as it is, without a copy.
+            args = cast(JsonValue, raw_args) if frozen else snapshot_json(raw_args)
         except (NotJsonError, RecursionError) as error:
             self._reply(result_error(call_id, f"arguments are not lossless JSON: {error}"))
             return
