@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 from jsonschema import Draft202012Validator
 
 from dsh_jupyter.errors import UnsupportedSchemaError
+from dsh_jupyter.json_value import snapshot_json
 from dsh_jupyter.registry import schema as schema_module
 from dsh_jupyter.registry.schema import (
     SUPPORTED_TYPES,
@@ -395,3 +396,19 @@ def test_validity_matches_jsonschema(data: st.DataObject) -> None:
     assert (ours == []) is Draft202012Validator(schema).is_valid(value), ours
     # validate() answers from the compiled quick check when it can; the full engine must agree.
     assert (schema_module._evaluate(compiled._root, value).count == 0) is (ours == [])
+
+
+def test_a_frozen_value_found_valid_is_not_checked_again() -> None:
+    """A sub-call's arguments are validated when classified and when run: the second
+    check of the same frozen value is free; a new value, or a plain dict, is checked."""
+    compiled = compile_schema({"type": "object", "properties": {"n": {"type": "integer"}}})
+    frozen = snapshot_json({"n": 1})
+    assert compiled.validate(frozen) == []
+    calls: list[object] = []
+    quick = compiled._root.quick
+    assert quick is not None
+    compiled._root.quick = lambda value: calls.append(value) or quick(value)  # type: ignore[func-returns-value]
+    assert compiled.validate(frozen) == []
+    assert calls == []
+    assert compiled.validate({"n": 1}) == [] and len(calls) == 1
+    assert compiled.validate(snapshot_json({"n": "x"})) == ['"n" must be an integer']

@@ -12,9 +12,10 @@ but ``true != 1``. Every traversal uses an explicit stack, so depth never hits r
 
 from __future__ import annotations
 
+from collections import deque
 from typing import Any
 
-from dsh_jupyter.json_value import JsonValue, snapshot_json
+from dsh_jupyter.json_value import FrozenDict, FrozenList, JsonValue, snapshot_json
 
 from .schema_subset import (
     _IS_ARRAY,
@@ -41,6 +42,7 @@ _MAX_ERRORS = 100
 # Quick checks call their children's quick checks; capping their depth bounds that recursion
 # while still covering typical (shallow) tool schemas end to end.
 _QUICK_DEPTH = 8
+_REMEMBERED = 8  # frozen values a compiled schema remembers as valid
 
 
 # -- compiling ---------------------------------------------------------------------------------
@@ -154,11 +156,14 @@ def _make_quick(node: _Node) -> Predicate | None:
 class CompiledSchema:
     """A supported schema compiled for fast, repeated validation (see :func:`compile_schema`)."""
 
-    __slots__ = ("_root", "schema")
+    __slots__ = ("_root", "_valid", "schema")
 
     def __init__(self, schema: JsonValue, root: _Node) -> None:
         self.schema = schema  # the frozen snapshot that was compiled
         self._root = root
+        # The last frozen values found valid, held (so identity cannot be recycled): a
+        # sub-call's arguments are checked when it is classified and again when it runs.
+        self._valid: deque[object] = deque(maxlen=_REMEMBERED)
 
     def validate(self, value: object) -> list[str]:
         """Every way ``value`` violates the schema (``[]`` when valid), each naming its path.
@@ -166,8 +171,13 @@ class CompiledSchema:
         >>> compile_schema({"properties": {"n": {"type": "integer"}}}).validate({"n": "x"})
         ['"n" must be an integer']
         """
+        frozen = type(value) is FrozenDict or type(value) is FrozenList
+        if frozen and any(seen is value for seen in self._valid):
+            return []
         quick = self._root.quick
         if quick is not None and quick(value):
+            if frozen:
+                self._valid.append(value)
             return []
         run = _evaluate(self._root, value)
         if run.count > len(run.errors):
