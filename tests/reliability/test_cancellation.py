@@ -73,7 +73,9 @@ class Stops:
 
         async def linger(_args: Any, ctx: ToolRunContext) -> str:
             self.reached["body"].set()
-            await wait_for_signal("settlement", ctx.signal)
+            await ctx.signal.wait()  # the program returned: its run is settling
+            self.stopped.append(ctx.signal.reason)
+            self.reached["settlement"].set()
             await asyncio.sleep(0.5)  # cleaning up, after the run is over
             return "lingered"
 
