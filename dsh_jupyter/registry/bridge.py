@@ -40,7 +40,7 @@ from .pipeline import execute
 from .results import ToolResult
 
 if TYPE_CHECKING:
-    from .registry import ToolRegistry
+    from ._view import RegistryView
 
 SETTLED_REASON = "run_code settled"
 
@@ -81,7 +81,7 @@ class _Gate:
 class DispatchBridge:
     """Turns binding calls of one run into scheduled sub-calls of the registry."""
 
-    def __init__(self, registry: ToolRegistry, ctx: ToolRunContext) -> None:
+    def __init__(self, registry: RegistryView, ctx: ToolRunContext) -> None:
         self._registry = registry
         self._ctx = ctx
         self._limit = registry.max_parallel_sub_calls

@@ -18,7 +18,7 @@ from .definition import ToolDefinition, define_tool
 from .policy import ExecuteWrapper, Guard, PostExecuteHook, PreExecuteHook, ResultObserver
 
 if TYPE_CHECKING:
-    from .registry import ToolRegistry
+    from ._view import LayerOwner
 
 RESERVED_NAME = "run_code"
 PresentationMode = Literal["native", "code", "both"]
@@ -43,7 +43,7 @@ class Mask:
 class Layer:
     """The registration surface shared by the registry and its agent scopes."""
 
-    def __init__(self, registry: ToolRegistry | None) -> None:
+    def __init__(self, registry: LayerOwner | None) -> None:
         self._registry_ref = registry
         self._tools: dict[str, ToolDefinition] = {}
         self._guards: list[Guard] = []
@@ -54,7 +54,7 @@ class Layer:
 
     # Implemented by subclasses --------------------------------------------------
     @property
-    def _registry(self) -> ToolRegistry:
+    def _registry(self) -> LayerOwner:
         assert self._registry_ref is not None
         return self._registry_ref
 
@@ -159,7 +159,7 @@ class Layer:
 class AgentScope(Layer):
     """An agent's view of the registry. Create with ``registry.scope(name, parent=...)``."""
 
-    def __init__(self, registry: ToolRegistry, name: str, parent: AgentScope | None) -> None:
+    def __init__(self, registry: LayerOwner, name: str, parent: AgentScope | None) -> None:
         super().__init__(registry)
         self.name = name
         self.parent = parent
@@ -209,7 +209,7 @@ class AgentScope(Layer):
         deny_set = _name_set(deny, "deny")
         if deny_set is not None and not deny_set:
             raise RegistrationError("restrict(deny=[]) hides nothing; name the tools to hide")
-        inherited = self._registry._inherited_names(self)
+        inherited = set(self._registry.visible(self.parent))
         for label, names in (("allow", allow_set), ("deny", deny_set)):
             for tool_name in sorted(names or ()):
                 self._check_restrictable(label, tool_name, inherited)
