@@ -48,24 +48,27 @@ def _is_type_checking(test: ast.expr) -> bool:
         isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING")
 
 
-def _runtime_imports(node: ast.AST) -> Iterator[ast.Import | ast.ImportFrom]:
-    """Import statements that can run: everything but the body of ``if TYPE_CHECKING:``."""
+def _imports(node: ast.AST, typing_too: bool) -> Iterator[ast.Import | ast.ImportFrom]:
+    """Import statements that can run: everything but the body of ``if TYPE_CHECKING:``
+    (included when ``typing_too``)."""
     if isinstance(node, ast.Import | ast.ImportFrom):
         yield node
         return
-    if isinstance(node, ast.If) and _is_type_checking(node.test):
+    if isinstance(node, ast.If) and _is_type_checking(node.test) and not typing_too:
         for child in node.orelse:
-            yield from _runtime_imports(child)
+            yield from _imports(child, typing_too)
         return
     for child in ast.iter_child_nodes(node):
-        yield from _runtime_imports(child)
+        yield from _imports(child, typing_too)
 
 
-def edges_of(name: str, path: Path, known: set[str]) -> set[str]:
-    """The modules of ``known`` that module ``name`` imports at run time."""
+def edges_of(name: str, path: Path, known: set[str], *, typing_too: bool = False) -> set[str]:
+    """The modules of ``known`` that module ``name`` imports at run time (and for type
+    checking, when ``typing_too``)."""
     is_package = path.name == "__init__.py"
     targets: set[str] = set()
-    for node in _runtime_imports(ast.parse(path.read_text(encoding="utf-8"), str(path))):
+    tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
+    for node in _imports(tree, typing_too):
         if isinstance(node, ast.Import):
             for alias in node.names:
                 if alias.name in known:
@@ -87,10 +90,12 @@ def edges_of(name: str, path: Path, known: set[str]) -> set[str]:
     return targets
 
 
-def import_graph(package: str, root: Path = ROOT) -> dict[str, set[str]]:
+def import_graph(package: str, root: Path = ROOT, *,
+                 typing_too: bool = False) -> dict[str, set[str]]:
     modules = modules_of(package, root)
     known = set(modules)
-    return {name: edges_of(name, path, known) for name, path in modules.items()}
+    return {name: edges_of(name, path, known, typing_too=typing_too)
+            for name, path in modules.items()}
 
 
 def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
@@ -143,6 +148,17 @@ def test_no_import_cycle_inside_the_package(package: str) -> None:
         describe(graph, component) for component in found)
 
 
+SEAM_MODULES = ["pipeline", "bridge", "code_mode", "scope", "prompt"]
+
+
+@pytest.mark.parametrize("module", SEAM_MODULES)
+def test_the_registry_is_seen_through_its_protocols(module: str) -> None:
+    # Not even for type checking: these modules know the registry only as the
+    # Protocols of registry/_view.py.
+    graph = import_graph("dsh_jupyter.registry", typing_too=True)
+    assert "dsh_jupyter.registry.registry" not in graph[f"dsh_jupyter.registry.{module}"]
+
+
 def test_the_walk_counts_what_runs_and_skips_type_checking(tmp_path: Path) -> None:
     pkg = tmp_path / "pkg"
     (pkg / "sub").mkdir(parents=True)
@@ -167,4 +183,6 @@ def test_the_walk_counts_what_runs_and_skips_type_checking(tmp_path: Path) -> No
         "pkg.sub": set(),
         "pkg.sub.d": {"pkg.a", "pkg"},
     }
+    assert import_graph("pkg", tmp_path, typing_too=True)["pkg.a"] == {
+        "pkg.b", "pkg.c", "pkg.sub.d"}
     assert cycles(graph) == [["pkg", "pkg.a", "pkg.b", "pkg.c", "pkg.sub.d"]]
