@@ -13,8 +13,10 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, TypeVar, overload
 
+from typing_extensions import Unpack
+
 from ..errors import RegistrationError
-from .definition import ToolDefinition, define_tool
+from .definition import FunctionToolOptions, ToolDefinition, define_tool
 from .policy import ExecuteWrapper, Guard, PostExecuteHook, PreExecuteHook, ResultObserver
 
 if TYPE_CHECKING:
@@ -97,13 +99,17 @@ class Layer:
         return undo
 
     @overload
-    def tool(self, fn: _F, /, **options: Any) -> _F: ...
+    def tool(self, fn: _F, /, **options: Unpack[FunctionToolOptions]) -> _F: ...
     @overload
-    def tool(self, fn: None = None, /, **options: Any) -> Callable[[_F], _F]: ...
+    def tool(self, fn: None = None, /,
+             **options: Unpack[FunctionToolOptions]) -> Callable[[_F], _F]: ...
 
-    def tool(self, fn: _F | None = None, /, **options: Any) -> _F | Callable[[_F], _F]:
+    def tool(self, fn: _F | None = None, /,
+             **options: Unpack[FunctionToolOptions]) -> _F | Callable[[_F], _F]:
         """Decorator: ``@registry.tool`` or ``@agent.tool(name=...)`` defines and
-        registers a tool from the function; the function itself is returned."""
+        registers a tool from the function; the function itself is returned.
+        Takes the options of ``define_tool(fn, ...)`` (:class:`FunctionToolOptions`);
+        an unknown one is a ``TypeError``."""
         def decorate(f: _F) -> _F:
             self.register(define_tool(f, **options))
             return f
