@@ -18,6 +18,8 @@ from typing import Literal, Protocol, runtime_checkable
 from .abort import AbortSignal
 from .json_value import JsonValue
 
+__all__ = ["BindingError", "CodeRunFailure", "CodeRunResult", "CodeRuntime"]
+
 FailureKind = Literal[
     "exception", "timeout", "abort", "kernel-exit", "invalid-output", "output-limit",
     "call-limit",
