@@ -2,9 +2,10 @@
 
 Every name in each module's ``__all__`` gets one line: its signature (parameters and
 defaults, no annotations) and a one-line summary, from the docstring unless
-``SUMMARIES`` says better. A name is documented once, under the shortest module that
-exports it. ``tests/test_api_reference.py`` checks that api.md lists exactly the public
-names; re-run this script when they change (or when a signature does).
+``SUMMARIES`` says better. A name is documented once, under the first module (in
+``MODULES`` order) that exports it. ``tests/test_api_reference.py`` checks that api.md
+lists exactly the public names; re-run this script when they change (or when a
+signature does).
 """
 
 from __future__ import annotations
@@ -22,52 +23,67 @@ API_MD = Path(__file__).with_name("api.md")
 # The top-level package, grouped for reading; every other module in __all__ order.
 TOP_GROUPS: dict[str, list[str]] = {
     "Registry and tools": [
-        "ToolRegistry", "AgentScope", "RegistryChange", "define_tool", "ToolDefinition",
-        "ToolOutput", "ToolSchema", "default_render", "ToolRunContext", "enforce_timeouts",
+        "ToolRegistry", "AgentScope", "define_tool", "default_render", "ToolRunContext",
+        "enforce_timeouts",
     ],
     "Calls and results": [
-        "ToolCall", "ToolExecution", "ExecutionToken", "ToolResult", "ToolSuccess",
-        "ToolFailure", "ToolErrorInfo", "AdditionalContext",
+        "ToolCall", "ToolExecution", "ToolResult", "ToolSuccess", "ToolFailure",
+        "ToolErrorInfo", "AdditionalContext",
     ],
-    "Policies and approvals": [
-        "Allow", "Deny", "Ask", "Accept", "Block", "Approval", "ApprovalService",
-    ],
+    "Policies and approvals": ["Allow", "Deny", "Ask", "Accept", "Block", "Approval"],
     "Cancellation": ["AbortController", "AbortSignal"],
-    "Code Mode runtimes": ["CodeRuntime", "CodeRunResult", "CodeRunFailure", "BindingError"],
-    "Agents and models": [
-        "Agent", "AgentRun", "AgentResult", "run_agent", "ChatModel", "OpenAIChatModel",
-        "RetryPolicy", "ScriptedModel", "RunAccounting", "RequestAccounting",
-    ],
-    "MCP": ["connect_mcp", "McpConnection"],
-    "Events and session logs": [
-        "SessionEvent", "JsonlSessionWriter", "read_session", "iter_session",
-    ],
-    "Widgets": ["LiveView", "replay", "tool_card", "NotebookApprovals"],
-    "Presentation views": [
-        "GenericCallView", "TerminalCallView", "DiffCallView", "GenericResultView",
-        "TerminalResultView", "DiffResultView", "SearchResultView", "SearchFileMatches",
-        "SearchMatch", "ReadResultView", "ReadLine", "WebResultView", "WebSource",
-        "WebFetchSummary", "FileDiff", "Location", "DurableResult",
-    ],
-    "JSON and schemas": [
-        "JsonValue", "snapshot_json", "compile_schema", "assert_supported_schema",
-    ],
-    "Errors": [
-        "DshError", "ToolError", "RegistrationError", "UnsupportedSchemaError",
-        "ToolArgsError", "InvalidToolOutputError", "UnknownToolError", "ToolDeniedError",
-        "ToolAbortedError", "ToolTimeoutError", "HookError", "CodeModeError",
-        "CodeRunFailedError", "McpConnectError", "ModelError",
-    ],
+    "Session logs": ["JsonlSessionWriter", "read_session"],
+    "Errors": ["DshError", "ToolError"],
 }
 
+# Every other module with public names, in page order: a name is documented under the
+# first of them that exports it (the model errors under errors, not agent).
 MODULES: dict[str, str] = {
+    "dsh_jupyter.registry": "Definitions and their typed options, presentation views, schema "
+                            "checks, and the rest of the registry (see "
+                            "[registry.md](registry.md), [widgets.md](widgets.md)).",
+    "dsh_jupyter.errors": "Every error, each with a stable `code` (the tree is in the "
+                          "module docstring).",
+    "dsh_jupyter.events": "Durable session events: their types, and reading a log.",
+    "dsh_jupyter.runtime": "The Code Mode runtime contract (see "
+                           "[code-mode.md](code-mode.md)).",
+    "dsh_jupyter.json_value": "Lossless JSON values.",
     "dsh_jupyter.kernel": "The kernel runtime: Code Mode programs in fresh IPython kernels.",
-    "dsh_jupyter.agent": "The agent loop's further names: messages, responses, model errors.",
-    "dsh_jupyter.widgets": "Cards and views behind `LiveView`, `replay` and `tool_card`.",
-    "dsh_jupyter.mcp": "MCP adapter details.",
+    "dsh_jupyter.agent": "The agent loop, chat models, messages and responses.",
+    "dsh_jupyter.widgets": "Live cards, replays and approvals in a notebook.",
+    "dsh_jupyter.mcp": "MCP servers as tools.",
     "dsh_jupyter.evaluation": "Task sets, runs and results of the evaluation "
                               "(see [evaluation.md](evaluation.md)).",
 }
+
+WHERE_NAMES_LIVE = [
+    "### Where names live",
+    "",
+    "`from dsh_jupyter import ...` gives what the quickstart, the tutorials and the how-tos",
+    "import, and the types of the values those return; each subsystem keeps the rest:",
+    "",
+    "| import from | for |",
+    "| --- | --- |",
+    "| `dsh_jupyter` | `ToolRegistry`, `define_tool`, `ToolCall`, results, policies, "
+    "cancellation, the session log, `DshError` and `ToolError` |",
+    "| `dsh_jupyter.registry` | `ToolDefinition` and the typed `define_tool` options, the "
+    "presentation views (`GenericCallView`, `SearchResultView`, `DurableResult`, ...), "
+    "`compile_schema`, `ApprovalService`, `RegistryChange` |",
+    "| `dsh_jupyter.errors` | every error (`RegistrationError`, `UnsupportedSchemaError`, "
+    "`CodeRunFailedError`, the model and MCP errors, ...) |",
+    "| `dsh_jupyter.events` | event types (`SessionEvent`, `ToolResultEvent`, ...), "
+    "`iter_session` |",
+    "| `dsh_jupyter.runtime` | the Code Mode runtime contract: `CodeRuntime`, "
+    "`CodeRunResult`, `CodeRunFailure`, `BindingError` |",
+    "| `dsh_jupyter.json_value` | `JsonValue`, `snapshot_json` |",
+    "| `dsh_jupyter.kernel`, `.agent`, `.widgets`, `.mcp`, `.evaluation` | the kernel "
+    "runtime, the agent loop and models, cards and approvals, `connect_mcp`, the evaluation |",
+    "",
+    "Changed since 0.1.0: the top level no longer re-exports the views, most errors, the",
+    "event types, the runtime contract, or the agent, MCP and widget names (it had 87",
+    "names). Those names still resolve from `dsh_jupyter`, with a `DeprecationWarning`",
+    "that names their new home; import them from there.",
+]
 
 # Names a caller receives but does not construct: shown without a signature.
 NOT_CONSTRUCTED = {
@@ -76,6 +92,10 @@ NOT_CONSTRUCTED = {
 }
 
 SUMMARIES: dict[str, str] = {
+    "Binding": "An async callable taking lossless JSON arguments and resolving to a JSON "
+               "value (see `FunctionBindings`).",
+    "FailureKind": "Why a run failed: exception, timeout, abort, kernel-exit, "
+                   "invalid-output, output-limit or call-limit.",
     # registry and tools
     "define_tool": "Build a `ToolDefinition` from a typed function (also as a decorator) or "
                    "from explicit JSON Schemas.",
@@ -129,6 +149,9 @@ SUMMARIES: dict[str, str] = {
     "SessionEvent": "Type alias: the union of event TypedDicts (`tool/*`, `agent/*`), "
                     "each with a `kind`.",
     "read_session": "Every event of a JSON Lines session log, as a list.",
+    "EventSink": "Type alias: `(event) -> None`, what `registry.on_event` takes.",
+    "EVENT_KINDS": "Every event `kind`, `tool/*` then `agent/*`.",
+    "JsonObject": "Type alias: `dict[str, JsonValue]`, a tool's arguments.",
     # views
     "GenericCallView": "A call shown as a title, optional kind, raw input, content and "
                        "locations.",
@@ -288,13 +311,14 @@ def render() -> str:
         "# API reference",
         "",
         "Every public name, one line each: the signature (parameters and defaults) and what",
-        "it is for. Names are documented once, under the shortest module that exports them;",
-        "`from dsh_jupyter import ...` covers most of what a notebook needs. The pages linked",
-        "from [index.md](index.md) explain how the pieces fit.",
+        "it is for. Names are documented once, under the first module below that exports",
+        "them. The pages linked from [index.md](index.md) explain how the pieces fit.",
         "",
         "This page is generated by `python docs/gen_api.py`; "
         "`tests/test_api_reference.py`",
         "checks that it lists exactly the public names.",
+        "",
+        *WHERE_NAMES_LIVE,
         "",
         "## `dsh_jupyter`",
     ]

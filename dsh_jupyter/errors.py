@@ -37,6 +37,31 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import ClassVar
 
+__all__ = [
+    "CodeModeError",
+    "CodeRunFailedError",
+    "DshError",
+    "DshWarning",
+    "HookError",
+    "InvalidToolOutputError",
+    "McpConnectError",
+    "ModelConfigError",
+    "ModelError",
+    "ModelHTTPError",
+    "ModelResponseError",
+    "ModelUnavailableError",
+    "RegistrationError",
+    "ScriptExhaustedError",
+    "ScriptMismatchError",
+    "ToolAbortedError",
+    "ToolArgsError",
+    "ToolDeniedError",
+    "ToolError",
+    "ToolTimeoutError",
+    "UnknownToolError",
+    "UnsupportedSchemaError",
+]
+
 
 class DshWarning(UserWarning):
     """Warnings issued by dsh-jupyter (tests turn them into errors)."""

@@ -24,6 +24,19 @@ from typing import IO, Any, Literal, NotRequired, TypeAlias, TypedDict, cast
 from .json_dump import dump_json
 from .json_value import JsonValue
 
+__all__ = [
+    "CodeDispatchEvent",
+    "CodeDispatchStartEvent",
+    "EVENT_KINDS",
+    "EventSink",
+    "JsonlSessionWriter",
+    "SessionEvent",
+    "ToolCallEvent",
+    "ToolResultEvent",
+    "iter_session",
+    "read_session",
+]
+
 _log = logging.getLogger(__name__)
 
 
@@ -33,6 +46,8 @@ class ErrorJson(TypedDict):
 
 
 class ToolCallEvent(TypedDict):
+    """A top-level call started (``time`` in seconds since the epoch)."""
+
     kind: Literal["tool/call"]
     call_id: str
     name: str
@@ -42,6 +57,8 @@ class ToolCallEvent(TypedDict):
 
 
 class ToolResultEvent(TypedDict):
+    """A top-level call ended: its content, error and meta, as a card shows them."""
+
     kind: Literal["tool/result"]
     call_id: str
     name: str
@@ -57,6 +74,8 @@ class ToolResultEvent(TypedDict):
 
 
 class CodeDispatchStartEvent(TypedDict):
+    """A ``run_code`` program's ``await tools.x(...)`` started."""
+
     kind: Literal["tool/code-dispatch-start"]
     root_call_id: str
     parent_call_id: str
@@ -68,6 +87,8 @@ class CodeDispatchStartEvent(TypedDict):
 
 
 class CodeDispatchEvent(TypedDict):
+    """A ``run_code`` program's ``await tools.x(...)`` ended."""
+
     kind: Literal["tool/code-dispatch"]
     root_call_id: str
     parent_call_id: str

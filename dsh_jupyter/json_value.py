@@ -23,6 +23,13 @@ from collections.abc import Iterable, Iterator
 from itertools import islice
 from typing import Any, NoReturn, TypeAlias, cast
 
+__all__ = [
+    "JsonObject",
+    "JsonValue",
+    "NotJsonError",
+    "snapshot_json",
+]
+
 JsonValue: TypeAlias = "bool | int | float | str | list[JsonValue] | dict[str, JsonValue] | None"
 JsonObject: TypeAlias = "dict[str, JsonValue]"
 

@@ -24,6 +24,9 @@ from typing import Literal, Protocol, runtime_checkable
 from .abort import AbortController, AbortSignal
 from .json_value import JsonValue
 
+__all__ = ["Binding", "BindingError", "Bindings", "CodeRunFailure", "CodeRunResult", "CodeRuntime",
+           "FailureKind", "FunctionBindings"]
+
 FailureKind = Literal[
     "exception", "timeout", "abort", "kernel-exit", "invalid-output", "output-limit",
     "call-limit",

@@ -13,7 +13,6 @@ from dsh_jupyter import (
     AbortController,
     Accept,
     AdditionalContext,
-    CodeModeError,
     Deny,
     ToolCall,
     ToolExecution,
@@ -21,6 +20,7 @@ from dsh_jupyter import (
     ToolRunContext,
     define_tool,
 )
+from dsh_jupyter.errors import CodeModeError
 from dsh_jupyter.json_value import JsonValue, snapshot_json
 from dsh_jupyter.kernel import KernelRuntime, KernelRuntimeConfig
 from dsh_jupyter.registry.code_mode import RunCodeRendering, render_result_value

@@ -11,16 +11,15 @@ import pydantic
 import pytest
 
 from dsh_jupyter import (
-    GenericCallView,
-    RegistrationError,
     ToolCall,
     ToolExecution,
     ToolRegistry,
     ToolRunContext,
-    UnsupportedSchemaError,
     default_render,
     define_tool,
 )
+from dsh_jupyter.errors import RegistrationError, UnsupportedSchemaError
+from dsh_jupyter.registry import GenericCallView
 from dsh_jupyter.registry.definition import _DUMP_SLICE
 
 

@@ -1,11 +1,41 @@
-"""The public surface: sorted __all__, every name importable, nothing at import time."""
+"""The public surface: a small sorted top level, the rest in subpackages, nothing at import.
+
+The top level holds what the quickstart, the tutorials and the how-tos import, plus the
+types of the values those give back; every other public name lives in its subpackage
+(docs/api.md, "Where names live"), and a name that moved still resolves from the top
+level with a ``DeprecationWarning`` naming its new home.
+"""
 
 from __future__ import annotations
 
+import ast
+import importlib
+import json
+import re
 import subprocess
 import sys
+import warnings
+from pathlib import Path
+
+import nbformat
+import pytest
 
 import dsh_jupyter
+
+ROOT = Path(__file__).resolve().parent.parent
+
+# Not imported by any page, but what the imported names hand back: registry.scope(),
+# AbortController().signal, what every hook receives, what registry.execute returns,
+# and the base of every error.
+RETURNED_TYPES = {"AbortSignal", "AgentScope", "DshError", "ToolExecution", "ToolResult",
+                  "ToolSuccess"}
+
+# Importing these (or anything they import) at `import dsh_jupyter` time is the bug.
+HEAVY = ("jupyter_client", "zmq", "ipykernel", "ipywidgets", "jsonschema", "httpx",
+         "nbformat", "IPython", "comm", "traitlets", "mcp")
+# pydantic and what it imports itself.
+ALLOWED_THIRD_PARTY = {"pydantic", "pydantic_core", "typing_extensions",
+                       "typing_inspection", "annotated_types"}
 
 
 def test_all_is_sorted_and_complete() -> None:
@@ -20,6 +50,64 @@ def test_spec_names_exist() -> None:
     assert expected <= set(dsh_jupyter.__all__)
 
 
+def _code_blocks() -> list[tuple[str, str]]:
+    """Python source of the README, every docs page and every tutorial, by file."""
+    found: list[tuple[str, str]] = []
+    for page in [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]:
+        for block in re.findall(r"^```python\n(.*?)^```", page.read_text(), re.S | re.M):
+            found.append((str(page.relative_to(ROOT)), block))
+    for notebook in sorted((ROOT / "notebooks").glob("*.ipynb")):
+        for cell in nbformat.read(notebook, as_version=4).cells:
+            if cell.cell_type == "code":
+                source = "\n".join(line for line in cell.source.splitlines()
+                                   if not line.lstrip().startswith(("%", "!")))
+                found.append((str(notebook.relative_to(ROOT)), source))
+    return found
+
+
+def _top_level_imports() -> dict[str, set[str]]:
+    """Names imported with ``from dsh_jupyter import ...``, and where."""
+    names: dict[str, set[str]] = {}
+    for where, source in _code_blocks():
+        for node in ast.walk(ast.parse(source)):
+            if isinstance(node, ast.ImportFrom) and node.module == "dsh_jupyter":
+                for alias in node.names:
+                    names.setdefault(alias.name, set()).add(where)
+    return names
+
+
+def test_the_top_level_is_what_the_docs_import() -> None:
+    imported = _top_level_imports()
+    assert len(imported) > 10, "found too few imports: is the scan broken?"
+    moved = {name: sorted(where) for name, where in imported.items()
+             if name not in dsh_jupyter.__all__}
+    assert moved == {}, "pages import names the top level no longer exports"
+    unused = set(dsh_jupyter.__all__) - set(imported)
+    assert unused <= RETURNED_TYPES, (
+        f"exported at the top level but imported by no page: {sorted(unused - RETURNED_TYPES)}"
+        "; move them to their subpackage, or list them in RETURNED_TYPES with the reason")
+
+
+def test_a_moved_name_resolves_with_a_warning_naming_its_home() -> None:
+    moved: dict[str, str] = dsh_jupyter._MOVED
+    assert set(moved).isdisjoint(dsh_jupyter.__all__)
+    assert len(moved) + len(dsh_jupyter.__all__) == 87  # the 0.1.0 top level
+    for name, home in moved.items():
+        module = importlib.import_module(home)
+        assert name in module.__all__, f"{name} is not public in {home}"
+        with pytest.warns(DeprecationWarning, match=rf"import it from {re.escape(home)}"):
+            value = getattr(dsh_jupyter, name)
+        assert value is getattr(module, name)
+
+
+def test_an_unknown_name_is_an_attribute_error() -> None:
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with pytest.raises(AttributeError, match="no attribute 'Nope'"):
+            dsh_jupyter.Nope  # noqa: B018
+        assert not hasattr(dsh_jupyter, "Nope")
+
+
 def test_import_has_no_side_effects() -> None:
     code = (
         "import sys, threading, dsh_jupyter\n"
@@ -28,3 +116,20 @@ def test_import_has_no_side_effects() -> None:
         "assert 'jupyter_client' not in sys.modules, 'kernel client imported at import time'\n"
     )
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_import_loads_nothing_heavier_than_pydantic() -> None:
+    code = (
+        "import json, sys\n"
+        "before = set(sys.modules)\n"
+        "import dsh_jupyter\n"
+        "print(json.dumps(sorted({m.partition('.')[0] for m in set(sys.modules) - before})))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True,
+                          text=True)
+    loaded = set(json.loads(done.stdout))
+    assert sorted(loaded & set(HEAVY)) == []
+    third_party = {m for m in loaded - set(sys.stdlib_module_names) - {"dsh_jupyter"}
+                   if not m.startswith("_")}
+    assert third_party <= ALLOWED_THIRD_PARTY, sorted(third_party - ALLOWED_THIRD_PARTY)
+    assert "pydantic" in loaded  # the scan sees third-party modules at all

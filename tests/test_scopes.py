@@ -6,7 +6,8 @@ from typing import Any
 
 import pytest
 
-from dsh_jupyter import RegistrationError, ToolCall, ToolRegistry, define_tool
+from dsh_jupyter import ToolCall, ToolRegistry, define_tool
+from dsh_jupyter.errors import RegistrationError
 
 
 def tool(name: str, result: str = "") -> Any:

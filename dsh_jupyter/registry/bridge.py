@@ -42,7 +42,7 @@ from .pipeline import execute
 from .results import ToolResult
 
 if TYPE_CHECKING:
-    from .registry import ToolRegistry
+    from ._view import RegistryView
 
 SETTLED_REASON = "run_code settled"
 
@@ -84,7 +84,7 @@ class DispatchBridge:
     """The :class:`~dsh_jupyter.runtime.Bindings` of one run: each call becomes a
     scheduled sub-call of the registry."""
 
-    def __init__(self, registry: ToolRegistry, ctx: ToolRunContext,
+    def __init__(self, registry: RegistryView, ctx: ToolRunContext,
                  names: Collection[str]) -> None:
         self._registry = registry
         self._ctx = ctx

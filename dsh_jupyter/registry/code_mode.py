@@ -28,7 +28,7 @@ from .schema import compile_schema
 from .scope import RESERVED_NAME
 
 if TYPE_CHECKING:
-    from .registry import ToolRegistry
+    from ._view import RegistryView
 
 NO_OUTPUT = "(run_code completed with no output)"
 
@@ -129,7 +129,7 @@ def present_run_code(args: JsonValue) -> GenericCallView:
                            kind="execute", raw_input=code if isinstance(code, str) else None)
 
 
-def run_code_definition(registry: ToolRegistry) -> ToolDefinition:
+def run_code_definition(registry: RegistryView) -> ToolDefinition:
     """The transport tool, bound to ``registry`` (built once per registry)."""
 
     async def run_code(args: Any, ctx: ToolRunContext) -> JsonValue:
@@ -153,13 +153,13 @@ def run_code_definition(registry: ToolRegistry) -> ToolDefinition:
         output_validator=compile_schema(RUN_CODE_OUTPUT), present_call=present_run_code)
 
 
-async def _run_program(registry: ToolRegistry, program: str, ctx: ToolRunContext) -> JsonValue:
+async def _run_program(registry: RegistryView, program: str, ctx: ToolRunContext) -> JsonValue:
     runtime = registry.code_runtime
     if runtime is None:
         raise CodeModeError("run_code needs a code runtime: `async with KernelRuntime() as "
                             "runtime:` (from dsh_jupyter.kernel), then set "
                             "registry.code_runtime = runtime")
-    names = sorted(n for n in registry._visible(ctx.agent) if n != RESERVED_NAME)
+    names = sorted(n for n in registry.visible(ctx.agent) if n != RESERVED_NAME)
     bridge = DispatchBridge(registry, ctx, names)
     try:
         result = await runtime.run(program, bridge, bridge.signal)

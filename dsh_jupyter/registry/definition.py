@@ -30,9 +30,19 @@ import logging
 import math
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, TypeAlias, TypedDict, cast, get_origin, get_type_hints, overload
+from typing import (
+    Any,
+    Required,
+    TypeAlias,
+    TypedDict,
+    cast,
+    get_origin,
+    get_type_hints,
+    overload,
+)
 
 import pydantic
+from typing_extensions import Unpack
 
 from ..errors import RegistrationError, ToolArgsError, UnsupportedSchemaError
 from ..json_dump import dump_json
@@ -57,6 +67,42 @@ class OutputSpec(TypedDict, total=False):
     schema: Mapping[str, Any]
     render: Render
     presentation_meta: PresentationMeta
+
+
+class ToolOptions(TypedDict, total=False):
+    """The options every form of :func:`define_tool` accepts."""
+
+    timeout_ms: float | None
+    """Positive and finite; enforced by :func:`~dsh_jupyter.registry.enforce_timeouts`."""
+    is_concurrency_safe: Callable[[JsonObject], object] | None
+    """``(args) -> True`` lets the call overlap its siblings (anything else: exclusive)."""
+    present_call: PresentCall | None
+    present_result: PresentResult | None
+    finalize_content: FinalizeContent | None
+
+
+class FunctionToolOptions(ToolOptions, total=False):
+    """:func:`define_tool` from a function, and ``@registry.tool(...)``: the
+    parameters come from the signature, the output schema from the return annotation."""
+
+    name: str | None
+    """Defaults to the function's name."""
+    description: str | None
+    """Defaults to the function's docstring."""
+    output: OutputSpec | ToolOutput | None
+    """Overrides ``render``/``presentation_meta`` (or the inferred ``schema``)."""
+
+
+class SchemaToolOptions(ToolOptions, total=False):
+    """:func:`define_tool` from explicit JSON Schemas and an ``execute(args, ctx)`` body."""
+
+    name: Required[str]
+    parameters: Required[Mapping[str, Any] | type[pydantic.BaseModel]]
+    output: Required[OutputSpec | ToolOutput]
+    execute: Required[Callable[[Any, ToolRunContext], Any]]
+    description: str
+    allow_unsupported_schema: bool
+    """Register parameters outside the subset; the tool then validates its own input."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -122,36 +168,81 @@ _PRETTY_DEPTH = 1000
 _DUMP_SLICE = 2_000  # list items per pydantic call: a few milliseconds for plain rows
 
 
-@overload
-def define_tool(fn: Callable[..., Any], /, **options: Any) -> ToolDefinition: ...
-@overload
-def define_tool(fn: None = None, /, **options: Any) -> Any: ...
+ToolDecorator: TypeAlias = Callable[[Callable[..., Any]], ToolDefinition]
 
 
-def define_tool(fn: Callable[..., Any] | None = None, /, **options: Any) -> Any:
+@overload
+def define_tool(fn: Callable[..., Any], /,
+                **options: Unpack[FunctionToolOptions]) -> ToolDefinition: ...
+@overload
+def define_tool(**options: Unpack[SchemaToolOptions]) -> ToolDefinition: ...
+@overload
+def define_tool(**options: Unpack[FunctionToolOptions]) -> ToolDecorator: ...
+
+
+def define_tool(
+    fn: Callable[..., Any] | None = None,
+    /,
+    *,
+    name: str | None = None,
+    description: str | None = None,
+    parameters: Mapping[str, Any] | type[pydantic.BaseModel] | None = None,
+    output: OutputSpec | ToolOutput | None = None,
+    execute: Callable[[Any, ToolRunContext], Any] | None = None,
+    allow_unsupported_schema: bool = False,
+    timeout_ms: float | None = None,
+    is_concurrency_safe: Callable[[JsonObject], object] | None = None,
+    present_call: PresentCall | None = None,
+    present_result: PresentResult | None = None,
+    finalize_content: FinalizeContent | None = None,
+) -> ToolDefinition | ToolDecorator:
     """Build a :class:`ToolDefinition`.
 
-    From a function: ``define_tool(fn)`` or ``@define_tool`` / ``@define_tool(name=...)``.
-    Parameters come from the signature's type hints (or a single pydantic model
-    parameter); a parameter annotated :class:`ToolRunContext` receives the call
-    context instead. The output schema comes from the return annotation.
+    From a function: ``define_tool(fn)`` or ``@define_tool`` / ``@define_tool(name=...)``
+    (the options of :class:`FunctionToolOptions`). Parameters come from the
+    signature's type hints (or a single pydantic model parameter); a parameter
+    annotated :class:`ToolRunContext` receives the call context instead. The output
+    schema comes from the return annotation.
 
     From schemas: ``define_tool(name=..., parameters={...}, output={"schema": ...,
     "render": ...}, execute=fn)`` where ``execute(args, ctx)`` returns the
-    canonical JSON value. ``parameters`` may also be a pydantic model class.
+    canonical JSON value (the options of :class:`SchemaToolOptions`). ``parameters``
+    may also be a pydantic model class.
 
-    Options: ``name``, ``description``, ``timeout_ms`` (positive, finite),
-    ``is_concurrency_safe(args)``, ``present_call(args)``,
-    ``present_result(args, durable)``, ``finalize_content(execution, result)``,
-    ``output`` (for functions: override ``render``/``presentation_meta``), and
-    ``allow_unsupported_schema=True`` to register raw parameters outside the
-    subset (the tool then validates its own input; SDK types degrade to ``Any``).
+    Both forms take ``timeout_ms`` (positive, finite), ``is_concurrency_safe(args)``,
+    ``present_call(args)``, ``present_result(args, durable)`` and
+    ``finalize_content(execution, result)``; ``allow_unsupported_schema=True``
+    registers raw parameters outside the subset (the tool then validates its own
+    input; SDK types degrade to ``Any``). An unknown keyword is a ``TypeError``.
     """
-    if fn is None and "execute" not in options:
-        return lambda f: define_tool(f, **options)
-    if fn is not None:
-        return _from_function(fn, **options)
-    return _from_schemas(**options)
+    common: dict[str, Any] = {
+        "timeout_ms": timeout_ms, "is_concurrency_safe": is_concurrency_safe,
+        "present_call": present_call, "present_result": present_result,
+        "finalize_content": finalize_content}
+    if execute is not None:
+        if fn is not None:
+            raise TypeError("define_tool(fn, execute=...): pass either a function or "
+                            "execute= with explicit schemas, not both")
+        missing = [key for key, value in (("name", name), ("parameters", parameters),
+                                          ("output", output)) if value is None]
+        if missing:
+            raise TypeError(f"define_tool(execute=...) also needs "
+                            f"{', '.join(key + '=' for key in missing)} "
+                            "(the schema form takes name, parameters, output and execute)")
+        assert name is not None and parameters is not None and output is not None
+        return _from_schemas(name=name, execute=execute, parameters=parameters,
+                             output=output, description=description or "",
+                             allow_unsupported_schema=allow_unsupported_schema, common=common)
+    if parameters is not None or allow_unsupported_schema:
+        raise TypeError("parameters= and allow_unsupported_schema= belong to the schema form "
+                        "define_tool(name=..., parameters=..., output=..., execute=...); "
+                        "from a function, the parameters come from its signature")
+
+    def from_function(f: Callable[..., Any]) -> ToolDefinition:
+        return _from_function(f, name=name, description=description, output=output,
+                              common=common)
+
+    return from_function if fn is None else from_function(fn)
 
 
 _COMMON = ("timeout_ms", "is_concurrency_safe", "present_call", "present_result",
@@ -164,9 +255,9 @@ def _from_schemas(
     execute: Callable[..., Any],
     parameters: Mapping[str, Any] | type[pydantic.BaseModel],
     output: OutputSpec | ToolOutput,
-    description: str = "",
-    allow_unsupported_schema: bool = False,
-    **common: Any,
+    description: str,
+    allow_unsupported_schema: bool,
+    common: Mapping[str, Any],
 ) -> ToolDefinition:
     _check_common(name, common)
     parse_args: ArgsParser | None = None
@@ -304,10 +395,6 @@ def _output(name: str, output: OutputSpec | ToolOutput | None,
 def _check_common(name: object, common: Mapping[str, Any]) -> None:
     if not isinstance(name, str) or not name:
         raise RegistrationError("a tool needs a non-empty string name")
-    unknown = set(common) - set(_COMMON)
-    if unknown:
-        raise RegistrationError(f"tool {name!r}: unknown option(s) {sorted(unknown)}; "
-                                f"known: {', '.join(_COMMON)}")
     timeout = common.get("timeout_ms")
     if timeout is not None and (
         isinstance(timeout, bool) or not isinstance(timeout, int | float)
@@ -362,15 +449,15 @@ def _as_async_body(fn: Callable[..., Any], name: str) -> Body:
     return run_sync
 
 
-def _from_function(fn: Callable[..., Any], /, **options: Any) -> ToolDefinition:
+def _from_function(fn: Callable[..., Any], *, name: str | None, description: str | None,
+                   output: OutputSpec | ToolOutput | None,
+                   common: Mapping[str, Any]) -> ToolDefinition:
     if not callable(fn):
         raise RegistrationError(f"define_tool expects a function, got {type(fn).__name__}")
-    name = options.pop("name", None) or getattr(fn, "__name__", None)
-    description = options.pop("description", None)
+    name = name or getattr(fn, "__name__", None)
     if description is None:
         description = inspect.cleandoc(fn.__doc__ or "")
-    output = options.pop("output", None)
-    _check_common(name, options)
+    _check_common(name, common)
     assert isinstance(name, str)
     try:
         hints = get_type_hints(fn, include_extras=True)
@@ -445,4 +532,4 @@ def _from_function(fn: Callable[..., Any], /, **options: Any) -> ToolDefinition:
     validator = compile_schema(params_schema)
     return ToolDefinition(**_with_output_validator(
         name, params_schema, validator, _pydantic_parser(model.model_validate), body, out,
-        description, dump, options))
+        description, dump, common))

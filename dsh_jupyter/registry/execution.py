@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal, TypeAlias
 
 from ..abort import AbortSignal
 from ..json_value import JsonObject
@@ -13,6 +13,10 @@ from .results import AdditionalContext
 if TYPE_CHECKING:
     from .definition import ToolDefinition
     from .scope import AgentScope
+
+
+ExecutionMode: TypeAlias = Literal["parallel", "exclusive"]
+"""How a call may be scheduled next to its siblings (``ToolRegistry.execution_mode``)."""
 
 
 class ExecutionToken:

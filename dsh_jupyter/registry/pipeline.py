@@ -51,7 +51,7 @@ from .results import (
 )
 
 if TYPE_CHECKING:
-    from .registry import ToolRegistry
+    from ._view import RegistryView
 
 _log = logging.getLogger(__name__)
 _NEVER = AbortSignal()  # shared: nobody holds its controller, so it never aborts
@@ -81,12 +81,11 @@ class _Call:
         self.parsed: Any = None
 
 
-async def execute(registry: ToolRegistry, call: ToolCall, *,
+async def execute(registry: RegistryView, call: ToolCall, *,
                   gate: StageGate | None = None) -> ToolResult:
     started = time.time()
     signal = call.signal if call.signal is not None else _NEVER
-    registry._check_scope(call.agent)
-    resolved = registry.resolve(call)
+    resolved = registry._resolve(call)
     definition = resolved if isinstance(resolved, ToolDefinition) else None
     state = _Call()
     args_error: str | None = None
@@ -100,7 +99,7 @@ async def execute(registry: ToolRegistry, call: ToolCall, *,
     execution = ToolExecution(token=ExecutionToken(), call_id=call.call_id, name=call.name,
                               arguments=cast(JsonObject, args), signal=signal,
                               agent=call.agent, parent=call.parent, definition=definition)
-    if execution.parent is None and registry._event_sinks:
+    if execution.parent is None and registry._listening:
         registry.emit(ToolCallEvent(kind="tool/call", call_id=call.call_id, name=call.name,
                                     arguments=args, agent=_agent_name(execution),
                                     time=started))
@@ -118,7 +117,7 @@ async def execute(registry: ToolRegistry, call: ToolCall, *,
     return _publish(registry, execution, definition, result, started)
 
 
-async def _run(registry: ToolRegistry, execution: ToolExecution,
+async def _run(registry: RegistryView, execution: ToolExecution,
                definition: ToolDefinition | None, resolved: ToolDefinition | str,
                args_error: str | None, state: _Call, gate: StageGate | None) -> ToolResult:
     if args_error is not None:
@@ -131,7 +130,7 @@ async def _run(registry: ToolRegistry, execution: ToolExecution,
     invalid = _parse_args(definition, execution.arguments, state)
     if invalid is not None:
         return invalid
-    hooks = registry.hooks(execution.agent)
+    hooks = registry._hooks(execution.agent)
     if gate is None:
         denied = await _policy(registry, execution, hooks.pre, hooks.guards)
     else:
@@ -185,7 +184,7 @@ async def _maybe_await(value: Any) -> Any:
     return value
 
 
-async def _policy(registry: ToolRegistry, execution: ToolExecution,
+async def _policy(registry: RegistryView, execution: ToolExecution,
                   pre_hooks: tuple[Any, ...], guards: tuple[Any, ...]) -> ToolFailure | None:
     decision: PreDecision = Allow()
     for hook in pre_hooks:
@@ -221,7 +220,7 @@ async def _policy(registry: ToolRegistry, execution: ToolExecution,
     return None
 
 
-async def _ask(registry: ToolRegistry, execution: ToolExecution,
+async def _ask(registry: RegistryView, execution: ToolExecution,
                ask: Ask) -> PreDecision | ToolFailure:
     why = ask.reason or f"{execution.name} needs approval"
     service = registry.approval
@@ -376,18 +375,18 @@ def _as_content(content: Content | str | list[Any]) -> Content:
     return tuple(content)
 
 
-def _publish(registry: ToolRegistry, execution: ToolExecution, definition: ToolDefinition | None,
+def _publish(registry: RegistryView, execution: ToolExecution, definition: ToolDefinition | None,
              result: ToolResult, started: float) -> ToolResult:
     if definition is not None and definition.finalize_content is not None:
         result = _finalize(execution, definition, result)
-    hooks = registry.hooks(execution.agent)
+    hooks = registry._hooks(execution.agent)
     for observer in hooks.observers:
         try:
             observer(execution, result)
         except Exception:
             _log.exception("result observer %s failed for call %s", _name(observer),
                            execution.call_id)
-    if execution.parent is None and registry._event_sinks:
+    if execution.parent is None and registry._listening:
         registry.emit(_result_event(execution, result, started))
     return result
 

@@ -139,3 +139,17 @@ ResultObserver: TypeAlias = Callable[[ToolExecution, ToolResult], None]
 FinalizeContent: TypeAlias = Callable[[ToolExecution, ToolResult], "Content | str | None"]
 """Definition-owned, synchronous, runs exactly once per call on every outcome;
 may replace only the content (``None`` keeps it)."""
+
+
+# --- the chain that applies to one scope ----------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class HookChain:
+    """The hooks that apply to one scope, in run order (global, then outermost scope inward)."""
+
+    guards: tuple[Guard, ...]
+    pre: tuple[PreExecuteHook, ...]
+    wrappers: tuple[ExecuteWrapper, ...]
+    post: tuple[PostExecuteHook, ...]
+    observers: tuple[ResultObserver, ...]

@@ -23,7 +23,7 @@ from .scope import RESERVED_NAME, AgentScope, PresentationMode
 from .sdk_python import SdkTool, python_sdk_instructions, render_python_sdk
 
 if TYPE_CHECKING:
-    from .registry import ToolRegistry
+    from ._view import RegistryView
 
 SdkRenderer = Callable[[Iterable[SdkTool]], str]
 SDK_RENDERERS: dict[str, tuple[Callable[[], str], SdkRenderer]] = {
@@ -66,7 +66,7 @@ def run_code_schema() -> JsonObject:
             "parameters": thaw(RUN_CODE_PARAMETERS)}
 
 
-def assemble(registry: ToolRegistry, scope: AgentScope | None) -> PromptAssembly:
+def assemble(registry: RegistryView, scope: AgentScope | None) -> PromptAssembly:
     mode = registry.mode_for(scope)
     schemas = registry.schemas(scope)
     if mode == "native":
@@ -79,19 +79,19 @@ def assemble(registry: ToolRegistry, scope: AgentScope | None) -> PromptAssembly
                           sections=tuple(sorted((rule, sdk), key=lambda s: s.order)))
 
 
-def sdk_section(registry: ToolRegistry, scope: AgentScope | None, *,
+def sdk_section(registry: RegistryView, scope: AgentScope | None, *,
                 language: str | None = None) -> PromptSection:
     """The ``tools:sdk`` section: instructions plus the SDK for the scope's tools, in
     the code runtime's language (or ``language``, to preview without a runtime)."""
     instructions, render = renderer_for(registry, language)
     tools = [SdkTool(name=d.name, description=d.description, parameters=d.parameters,
                      output=d.output.schema)
-             for name, d in sorted(registry._visible(scope).items()) if name != RESERVED_NAME]
+             for name, d in sorted(registry.visible(scope).items()) if name != RESERVED_NAME]
     text = f"{instructions()}\n\n```python\n{render(tools)}```"
     return PromptSection(id="tools:sdk", order=150, text=text)
 
 
-def renderer_for(registry: ToolRegistry,
+def renderer_for(registry: RegistryView,
                  language: str | None = None) -> tuple[Callable[[], str], SdkRenderer]:
     runtime = registry.code_runtime
     if language is None:

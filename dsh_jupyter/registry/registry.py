@@ -1,27 +1,26 @@
-"""The tool registry: layers, visibility, notifications, and the entry to the pipeline."""
+"""The tool registry: layers, visibility, notifications, and the entry to the pipeline.
+
+The modules it drives (pipeline, Code Mode, prompt assembly, scopes) see it through the
+Protocols of :mod:`~dsh_jupyter.registry._view`, which also says which of its members
+are public API and which exist only for them (``_resolve``, ``_hooks``, ``_listening``,
+``_changed``, ``_dispose_scope``).
+"""
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING
 
 from ..errors import RegistrationError
 from ..events import EventSink, SessionEvent
 from ..json_value import JsonObject, NotJsonError, snapshot_json, thaw
 from .code_mode import run_code_definition
 from .definition import ToolDefinition
-from .execution import ToolCall
+from .execution import ExecutionMode, ToolCall
 from .pipeline import execute
-from .policy import (
-    ApprovalService,
-    ExecuteWrapper,
-    Guard,
-    PostExecuteHook,
-    PreExecuteHook,
-    ResultObserver,
-)
+from .policy import ApprovalService, HookChain
 from .prompt import PromptAssembly, assemble
 from .results import ToolResult
 from .scope import MODES, RESERVED_NAME, AgentScope, Layer, PresentationMode, Undo
@@ -30,8 +29,6 @@ if TYPE_CHECKING:
     from ..runtime import CodeRuntime
 
 _log = logging.getLogger(__name__)
-
-ExecutionMode = Literal["parallel", "exclusive"]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -42,17 +39,6 @@ class RegistryChange:
     kind: str
     scope: str | None
     names: tuple[str, ...]
-
-
-@dataclass(frozen=True, slots=True)
-class HookChain:
-    """The hooks that apply to one scope, in run order (global, then outermost scope inward)."""
-
-    guards: tuple[Guard, ...]
-    pre: tuple[PreExecuteHook, ...]
-    wrappers: tuple[ExecuteWrapper, ...]
-    post: tuple[PostExecuteHook, ...]
-    observers: tuple[ResultObserver, ...]
 
 
 class ToolRegistry(Layer):
@@ -162,9 +148,6 @@ class ToolRegistry(Layer):
         self._visible_cache[scope] = (self._version, view)
         return view
 
-    def _inherited_names(self, scope: AgentScope) -> set[str]:
-        return set(self._visible(scope.parent))
-
     def get(self, name: str, scope: AgentScope | None = None) -> ToolDefinition | None:
         """The definition ``scope`` resolves ``name`` to (shadowing and masks applied;
         ``run_code`` under a code mode)."""
@@ -196,11 +179,10 @@ class ToolRegistry(Layer):
 
     def execution_mode(self, call: ToolCall) -> ExecutionMode:
         """``"parallel"`` only when the definition :meth:`execute` would run for this call
-        (the same :meth:`resolve`) has a classifier returning exactly ``True`` for these
+        (the same resolution) has a classifier returning exactly ``True`` for these
         arguments; anything else (unknown, collapsed under ``code``, invalid arguments,
         a classifier that raises) is ``"exclusive"``."""
-        self._check_scope(call.agent)
-        definition = self.resolve(call)
+        definition = self._resolve(call)
         if not isinstance(definition, ToolDefinition) or definition.is_concurrency_safe is None:
             return "exclusive"
         try:
@@ -219,7 +201,7 @@ class ToolRegistry(Layer):
                                   or self._scopes.get(scope.name) is not scope):
             raise RegistrationError(f"{scope!r} is not a live scope of this registry")
 
-    def hooks(self, scope: AgentScope | None) -> HookChain:
+    def _hooks(self, scope: AgentScope | None) -> HookChain:
         cached = self._hook_cache.get(scope)
         if cached is not None and cached[0] == self._version:
             return cached[1]
@@ -240,12 +222,14 @@ class ToolRegistry(Layer):
         for tool failures (``asyncio.CancelledError`` propagates after the body settles)."""
         return await execute(self, call)
 
-    def resolve(self, call: ToolCall) -> ToolDefinition | str:
-        """The definition ``call`` runs, or the UNKNOWN_TOOL message explaining why none.
+    def _resolve(self, call: ToolCall) -> ToolDefinition | str:
+        """The definition ``call`` runs, or the UNKNOWN_TOOL message explaining why none
+        (a scope that is not live raises ``RegistrationError`` instead).
 
         Under ``code`` a model-direct call (no parent) to any tool but ``run_code``
         resolves to UNKNOWN_TOOL before any policy sees it; SDK sub-calls are exempt.
         """
+        self._check_scope(call.agent)
         mode = self.mode_for(call.agent)
         if call.name == RESERVED_NAME:
             if mode != "native":
@@ -273,11 +257,17 @@ class ToolRegistry(Layer):
         return _subscribe(self._event_sinks, sink)
 
     def emit(self, event: SessionEvent) -> None:
+        """Send ``event`` to every sink attached with :meth:`on_event` (the agent loop
+        adds its ``agent/*`` events this way); a sink that raises is logged and skipped."""
         for sink in tuple(self._event_sinks):
             try:
                 sink(event)
             except Exception:
                 _log.exception("event sink %r failed on %s", sink, event.get("kind"))
+
+    @property
+    def _listening(self) -> bool:
+        return bool(self._event_sinks)
 
     def _changed(self, kind: str, scope: str | None, names: tuple[str, ...]) -> None:
         self._version += 1

@@ -13,12 +13,14 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, TypeVar, overload
 
+from typing_extensions import Unpack
+
 from ..errors import RegistrationError
-from .definition import ToolDefinition, define_tool
+from .definition import FunctionToolOptions, ToolDefinition, define_tool
 from .policy import ExecuteWrapper, Guard, PostExecuteHook, PreExecuteHook, ResultObserver
 
 if TYPE_CHECKING:
-    from .registry import ToolRegistry
+    from ._view import LayerOwner
 
 RESERVED_NAME = "run_code"
 PresentationMode = Literal["native", "code", "both"]
@@ -43,7 +45,7 @@ class Mask:
 class Layer:
     """The registration surface shared by the registry and its agent scopes."""
 
-    def __init__(self, registry: ToolRegistry | None) -> None:
+    def __init__(self, registry: LayerOwner | None) -> None:
         self._registry_ref = registry
         self._tools: dict[str, ToolDefinition] = {}
         self._guards: list[Guard] = []
@@ -54,7 +56,7 @@ class Layer:
 
     # Implemented by subclasses --------------------------------------------------
     @property
-    def _registry(self) -> ToolRegistry:
+    def _registry(self) -> LayerOwner:
         assert self._registry_ref is not None
         return self._registry_ref
 
@@ -97,13 +99,17 @@ class Layer:
         return undo
 
     @overload
-    def tool(self, fn: _F, /, **options: Any) -> _F: ...
+    def tool(self, fn: _F, /, **options: Unpack[FunctionToolOptions]) -> _F: ...
     @overload
-    def tool(self, fn: None = None, /, **options: Any) -> Callable[[_F], _F]: ...
+    def tool(self, fn: None = None, /,
+             **options: Unpack[FunctionToolOptions]) -> Callable[[_F], _F]: ...
 
-    def tool(self, fn: _F | None = None, /, **options: Any) -> _F | Callable[[_F], _F]:
+    def tool(self, fn: _F | None = None, /,
+             **options: Unpack[FunctionToolOptions]) -> _F | Callable[[_F], _F]:
         """Decorator: ``@registry.tool`` or ``@agent.tool(name=...)`` defines and
-        registers a tool from the function; the function itself is returned."""
+        registers a tool from the function; the function itself is returned.
+        Takes the options of ``define_tool(fn, ...)`` (:class:`FunctionToolOptions`);
+        an unknown one is a ``TypeError``."""
         def decorate(f: _F) -> _F:
             self.register(define_tool(f, **options))
             return f
@@ -159,7 +165,7 @@ class Layer:
 class AgentScope(Layer):
     """An agent's view of the registry. Create with ``registry.scope(name, parent=...)``."""
 
-    def __init__(self, registry: ToolRegistry, name: str, parent: AgentScope | None) -> None:
+    def __init__(self, registry: LayerOwner, name: str, parent: AgentScope | None) -> None:
         super().__init__(registry)
         self.name = name
         self.parent = parent
@@ -209,7 +215,7 @@ class AgentScope(Layer):
         deny_set = _name_set(deny, "deny")
         if deny_set is not None and not deny_set:
             raise RegistrationError("restrict(deny=[]) hides nothing; name the tools to hide")
-        inherited = self._registry._inherited_names(self)
+        inherited = set(self._registry.visible(self.parent))
         for label, names in (("allow", allow_set), ("deny", deny_set)):
             for tool_name in sorted(names or ()):
                 self._check_restrictable(label, tool_name, inherited)

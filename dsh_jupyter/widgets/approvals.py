@@ -51,7 +51,7 @@ class ApprovalHost(Protocol):
 
 
 class NotebookApprovals:
-    """An :class:`~dsh_jupyter.ApprovalService` with Approve / Reject buttons."""
+    """An :class:`~dsh_jupyter.registry.ApprovalService` with Approve / Reject buttons."""
 
     def __init__(self, policy: ApprovalPolicy = "reject", *, interactive: bool | None = None,
                  frontend_timeout: float = 5.0, timeout: float | None = None) -> None:

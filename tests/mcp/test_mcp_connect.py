@@ -12,7 +12,8 @@ pytest.importorskip("mcp.client")  # "mcp" alone could resolve to this tests/mcp
 
 from mcp_support import SERVER, call, other_tasks, pids_running, stdio_server_pids
 
-from dsh_jupyter import RegistrationError, ToolRegistry, define_tool
+from dsh_jupyter import ToolRegistry, define_tool
+from dsh_jupyter.errors import RegistrationError
 from dsh_jupyter.mcp import McpConnectError, connect_mcp
 
 pytestmark = pytest.mark.timeout(60)

@@ -29,8 +29,9 @@ from reliability_support import (
     strays,
 )
 
-from dsh_jupyter import AbortSignal, ToolDefinition, ToolRunContext
+from dsh_jupyter import AbortSignal, ToolRunContext
 from dsh_jupyter.kernel import proctree
+from dsh_jupyter.registry import ToolDefinition
 from dsh_jupyter.runtime import FunctionBindings
 
 pytestmark = [pytest.mark.kernel, pytest.mark.timeout(60)]

@@ -24,7 +24,8 @@ pytestmark = [pytest.mark.kernel, pytest.mark.timeout(120)]
 
 SCRIPT = textwrap.dedent("""\
     import asyncio, json, os, sys, warnings
-    from dsh_jupyter import AbortSignal, CodeModeError
+    from dsh_jupyter import AbortSignal
+    from dsh_jupyter.errors import CodeModeError
     from dsh_jupyter.kernel import KernelRuntime, KernelRuntimeConfig
     from dsh_jupyter.kernel.sandbox import UnconfinedWarning
 

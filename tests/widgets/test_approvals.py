@@ -12,14 +12,14 @@ from dsh_jupyter import (
     AbortController,
     Approval,
     Ask,
-    ExecutionToken,
-    RegistrationError,
     ToolCall,
     ToolExecution,
     ToolRegistry,
     define_tool,
 )
 from dsh_jupyter.abort import AbortSignal
+from dsh_jupyter.errors import RegistrationError
+from dsh_jupyter.registry import ExecutionToken
 from dsh_jupyter.widgets import ApprovalCard, NotebookApprovals
 from dsh_jupyter.widgets.approvals import _rendered
 

@@ -8,7 +8,8 @@ from typing import Any
 import pytest
 from widget_support import PAYLOAD, failed, ok, widget_html
 
-from dsh_jupyter import (
+from dsh_jupyter import ToolSuccess, define_tool
+from dsh_jupyter.registry import (
     DiffCallView,
     DiffResultView,
     FileDiff,
@@ -22,11 +23,9 @@ from dsh_jupyter import (
     SearchResultView,
     TerminalCallView,
     TerminalResultView,
-    ToolSuccess,
     WebFetchSummary,
     WebResultView,
     WebSource,
-    define_tool,
 )
 from dsh_jupyter.widgets import RunCodeCard, ToolCard, tool_card
 

@@ -10,17 +10,15 @@ from widget_support import walk, widget_html
 
 from dsh_jupyter import (
     Ask,
-    GenericCallView,
     JsonlSessionWriter,
-    ReadLine,
-    ReadResultView,
-    SessionEvent,
     ToolCall,
     ToolRegistry,
     ToolRunContext,
     define_tool,
     read_session,
 )
+from dsh_jupyter.events import SessionEvent
+from dsh_jupyter.registry import GenericCallView, ReadLine, ReadResultView
 from dsh_jupyter.testing import InProcessRuntime
 from dsh_jupyter.widgets import LiveView, NotebookApprovals, RunCodeCard, ToolCard, replay
 

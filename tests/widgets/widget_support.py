@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from dsh_jupyter import DurableResult
+from dsh_jupyter.registry import DurableResult
 
 PAYLOAD = "<img src=x onerror=alert(1)>"
 

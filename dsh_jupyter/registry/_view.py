@@ -1,0 +1,104 @@
+"""What the registry's own modules may ask of the registry: two small Protocols.
+
+The pipeline (``pipeline.py``), Code Mode (``code_mode.py``, ``bridge.py``) and prompt
+assembly (``prompt.py``) take a :class:`RegistryView`; the layers (``scope.py``: the
+global layer and agent scopes) take a :class:`LayerOwner`.
+:class:`~dsh_jupyter.registry.registry.ToolRegistry` implements both structurally and is
+the only module that knows the concrete class, so none of those modules imports it
+(not even for type checking) and the package has no import cycle
+(``tests/test_import_cycles_registry.py``).
+
+Which members are public API, and why:
+
+- ``execution_mode(call)``: public and documented; the agent loop groups a response's
+  calls with it (``dsh_jupyter.agent.scheduling``).
+- ``emit(event)``: public; the agent loop writes its ``agent/*`` events to the
+  registry's event sinks through it, and a host may add its own events the same way.
+- ``visible``, ``mode_for``, ``schemas`` and the attributes ``approval``,
+  ``code_runtime``, ``max_parallel_sub_calls``: public already (documented reads and
+  constructor arguments); the seam only reads them.
+- ``_resolve(call)`` and ``_hooks(scope)``: private. They were public (``resolve``,
+  ``hooks``) only so the pipeline could reach them; a user asks ``get(name, scope)``
+  or ``execution_mode(call)`` instead. ``_resolve`` also rejects a scope that is not a
+  live scope of the registry, the check every call starts with.
+- ``_listening``: private; whether any event sink is attached, so the pipeline
+  builds an event only when someone will read it.
+- ``_changed`` and ``_dispose_scope`` (:class:`LayerOwner`): private; a layer reports
+  its registrations, masks and disposal through them, users go through the layer's
+  own methods (``register``, ``restrict``, ``dispose`` ...).
+
+A member whose name starts with ``_`` is part of this seam and of nothing else: the
+Protocol names it so mypy checks it like any other member, but it is not API.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Protocol
+
+if TYPE_CHECKING:
+    from ..events import SessionEvent
+    from ..json_value import JsonObject
+    from ..runtime import CodeRuntime
+    from .definition import ToolDefinition
+    from .execution import ExecutionMode, ToolCall
+    from .policy import ApprovalService, HookChain
+    from .scope import AgentScope, PresentationMode
+
+
+class RegistryView(Protocol):
+    """The registry as one call through the pipeline, a ``run_code`` program and a
+    prompt assembly see it."""
+
+    @property
+    def approval(self) -> ApprovalService | None:
+        """Answers ``Ask`` decisions; ``None`` denies them."""
+
+    @property
+    def code_runtime(self) -> CodeRuntime | None:
+        """Runs ``run_code`` programs; ``None`` when Code Mode is unavailable."""
+
+    @property
+    def max_parallel_sub_calls(self) -> int:
+        """How many concurrency-safe sub-calls of one program may overlap."""
+
+    def visible(self, scope: AgentScope | None = None) -> Mapping[str, ToolDefinition]:
+        """Every tool ``scope`` can see, by name (``run_code`` is never among them)."""
+
+    def mode_for(self, scope: AgentScope | None = None) -> PresentationMode:
+        """How ``scope`` sees its tools: ``native``, ``code`` or ``both``."""
+
+    def schemas(self, scope: AgentScope | None = None) -> list[JsonObject]:
+        """Detached ``{name, description, parameters}`` of the visible tools, by name."""
+
+    def execution_mode(self, call: ToolCall) -> ExecutionMode:
+        """``"parallel"`` or ``"exclusive"``, from the same resolution as ``_resolve``."""
+
+    def emit(self, event: SessionEvent) -> None:
+        """Send ``event`` to every event sink; a failing sink is logged, not raised."""
+
+    @property
+    def _listening(self) -> bool:
+        """True when at least one event sink is attached."""
+
+    def _resolve(self, call: ToolCall) -> ToolDefinition | str:
+        """The definition ``call`` runs, or the ``UNKNOWN_TOOL`` message saying why
+        none. Raises :class:`~dsh_jupyter.errors.RegistrationError` when
+        ``call.agent`` is not a live scope of this registry."""
+
+    def _hooks(self, scope: AgentScope | None) -> HookChain:
+        """The hooks that apply to a call in ``scope``, in run order."""
+
+
+class LayerOwner(Protocol):
+    """The registry as one of its layers (the global layer, an agent scope) sees it."""
+
+    def visible(self, scope: AgentScope | None = None) -> Mapping[str, ToolDefinition]:
+        """Every tool ``scope`` can see, by name."""
+
+    def _changed(self, kind: str, scope: str | None, names: tuple[str, ...]) -> None:
+        """Record a change made in a layer and notify ``on_change`` listeners;
+        ``scope`` is the scope's name, ``None`` for the global layer."""
+
+    def _dispose_scope(self, scope: AgentScope) -> None:
+        """Remove ``scope``, its child scopes and everything registered in them."""
