@@ -27,13 +27,14 @@ from jupyter_client.provisioning.local_provisioner import LocalProvisioner
 
 from ..errors import CodeModeError
 from . import proctree
+from ._inkernel import ipykernel_problem
 from .config import KernelRuntimeConfig
 from .sandbox import CONFINE_SCRIPT, SandboxConfig, confinement_plan
 from .workspace import Workspace
 
 DEFAULT_KERNEL_NAME = "dsh-jupyter-python"
 KERNEL_ARGS = ("--HistoryManager.enabled=False", "--IPKernelApp.quiet=True")
-MIN_IPYKERNEL = (7, 4)
+"""Options every local kernel of the host's Python gets (stock and forked alike)."""
 
 
 class KernelProcess(Protocol):
@@ -80,12 +81,9 @@ def check_host_ipykernel() -> None:
     except importlib.metadata.PackageNotFoundError:
         raise CodeModeError("the kernel runtime needs ipykernel >= 7.4: it is not installed") \
             from None
-    parts = tuple(int(p) for p in version.split(".")[:2] if p.isdigit())
-    if parts < MIN_IPYKERNEL:
-        raise CodeModeError(
-            f"the kernel runtime needs ipykernel >= 7.4 (found {version}): older versions do not"
-            " deliver comm replies to a cell that awaits them"
-        )
+    problem = ipykernel_problem(version)
+    if problem is not None:
+        raise CodeModeError(f"the kernel runtime {problem}")
 
 
 def describe_status(code: int | None) -> str:

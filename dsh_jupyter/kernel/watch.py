@@ -35,6 +35,7 @@ from ..runtime import Bindings, CodeRunFailure, CodeRunResult, FailureKind
 from . import proctree
 from .bridge import Bridge, BuiltResult, done_result
 from .carrier import MessageTooLarge, SocketCarrier
+from .inject import program_cell
 from .logs import OutputBudget, OutputLog
 from .protocol import MAX_MESSAGE_BYTES, DoneErrorMessage, DoneOkMessage, HostMessage
 from .wire import Incoming
@@ -44,7 +45,6 @@ if TYPE_CHECKING:
 
 _log = logging.getLogger(__name__)
 
-MODULE_NAME: Final = "_dsh_jupyter_inkernel"
 POLL_SECONDS: Final = 0.05
 CPU_EVERY_POLLS: Final = 5
 DISCONNECT_SETTLE_SECONDS: Final = 0.2
@@ -63,12 +63,6 @@ class _Idle:
 
 _IDLE: Final = _Idle()
 Outcome = DoneOkMessage | DoneErrorMessage | BuiltResult | CodeRunFailure | _Idle
-
-
-def program_cell(names: Iterable[str], program: str, max_output_bytes: int) -> str:
-    """The one line of cell code that runs ``program`` through the injected runtime."""
-    return (f"await __import__('sys').modules[{MODULE_NAME!r}].runtime.run("
-            f"{sorted(names)!r}, {program!r}, {max_output_bytes!r})")
 
 
 class RunWatch:
