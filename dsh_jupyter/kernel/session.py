@@ -29,7 +29,7 @@ from .connection import KernelConnection
 from .inject import setup_cell
 from .launch import KernelLauncher, KernelProcess
 from .logs import OutputBudget
-from .protocol import MAX_MESSAGE_BYTES, TARGET_NAME
+from .protocol import TARGET_NAME
 from .watch import RunWatch
 from .workspace import Workspace, create_workspace
 
@@ -71,11 +71,11 @@ class KernelSession:
                 connection = process.channels
             else:
                 connection = KernelConnection(context, process.connection_info,
-                                              max_message_bytes=MAX_MESSAGE_BYTES)
+                                              max_message_bytes=config.max_message_bytes)
             session = cls(process, connection, workspace, config)
             if config.carrier == "socket" and process.root_pid is not None:
                 listener = await CarrierListener.open(
-                    workspace, max_message_bytes=MAX_MESSAGE_BYTES,
+                    workspace, max_message_bytes=config.max_message_bytes,
                     max_buffered_bytes=2 * max(config.max_output_bytes, config.max_call_bytes),
                     seconds=min(1.0, config.startup_seconds))
             carrier = None if listener is None else (listener.path, listener.token)
