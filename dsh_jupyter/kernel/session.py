@@ -31,6 +31,7 @@ from .launch import KernelLauncher, KernelProcess
 from .logs import OutputBudget
 from .protocol import TARGET_NAME
 from .watch import RunWatch
+from .wire import one_line
 from .workspace import Workspace, create_workspace
 
 
@@ -125,8 +126,9 @@ class KernelSession:
                         and isinstance(content.get("comm_id"), str)):
                     self.comm_id = content["comm_id"]
                 elif msg_type == "error":
-                    error = "\n".join(str(line) for line in content.get("traceback", ()))
-                    error = error or f"{content.get('ename')}: {content.get('evalue')}"
+                    # IPython's traceback (ANSI-coloured, 20 KB for one failed check) is
+                    # the runtime's, not the program's: what failed fits one line.
+                    error = f"{one_line(content.get('ename'))}: {one_line(content.get('evalue'))}"
                 elif msg_type == "status" and content.get("execution_state") == "idle":
                     break
             if error is not None or self.comm_id is None:

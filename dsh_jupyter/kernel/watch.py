@@ -25,7 +25,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import re
 from collections.abc import Coroutine, Iterable
 from typing import Any, Final, Protocol
 
@@ -41,7 +40,7 @@ from .inject import program_cell
 from .launch import KernelProcess
 from .logs import OutputBudget, OutputLog
 from .protocol import DoneErrorMessage, DoneOkMessage, HostMessage
-from .wire import Incoming
+from .wire import Incoming, one_line
 
 _log = logging.getLogger(__name__)
 
@@ -232,8 +231,8 @@ class RunWatch:
             # means the runtime in the kernel failed (or was sabotaged). IPython's coloured
             # traceback of that is ours, not the program's: one line is what it means.
             self._error = (f"the program broke the dsh-jupyter runtime in its kernel: "
-                           f"{_one_line(content.get('ename'))}: "
-                           f"{_one_line(content.get('evalue'))}")
+                           f"{one_line(content.get('ename'))}: "
+                           f"{one_line(content.get('evalue'))}")
         elif msg_type == "status" and content.get("execution_state") == "idle":
             self._cell_over.set()
             self._settle(_IDLE)
@@ -354,15 +353,6 @@ class _Turn:
         if self._loop.time() - self._since >= TURN_SECONDS:
             await asyncio.sleep(0)
             self._since = self._loop.time()
-
-
-_ANSI = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]")
-
-
-def _one_line(text: object) -> str:
-    """Kernel-supplied text as one short line without terminal escapes."""
-    line = " ".join(_ANSI.sub("", str(text)).split())
-    return line if len(line) <= 200 else line[:199] + "…"
 
 
 async def _quietly(work: Coroutine[Any, Any, None]) -> None:
