@@ -645,14 +645,16 @@ def _has_pending_output(stream: Any) -> bool:
         return True
 
 
-def ipykernel_problem(version: str, where: str = "") -> str | None:
-    """Why ipykernel ``version`` cannot run programs, or ``None`` when it can. ``where``
-    says whose ipykernel it is (``" in the kernel"``). The host checks its own with this
-    function too."""
+def ipykernel_problem(version: str | None, where: str = "") -> str | None:
+    """Why ipykernel ``version`` (``None``: not installed) cannot run programs, or ``None``
+    when it can. ``where`` says whose ipykernel it is (``" in the kernel"``). The host
+    checks its own with this function too."""
+    minimum = ".".join(map(str, MIN_IPYKERNEL))
+    if version is None:
+        return f"needs ipykernel >= {minimum}{where}: it is not installed"
     parts = tuple(int(p) for p in version.split(".")[:2] if p.isdigit())
     if parts >= MIN_IPYKERNEL:
         return None
-    minimum = ".".join(map(str, MIN_IPYKERNEL))
     return (f"needs ipykernel >= {minimum}{where} (found {version}): older versions do not "
             "deliver comm replies to a cell that awaits them")
 

@@ -61,10 +61,9 @@ class KernelLauncher(Protocol):
 def check_host_ipykernel() -> None:
     """Raise :class:`CodeModeError` unless the host's ipykernel is >= 7.4."""
     try:
-        version = importlib.metadata.version("ipykernel")
+        version: str | None = importlib.metadata.version("ipykernel")
     except importlib.metadata.PackageNotFoundError:
-        raise CodeModeError("the kernel runtime needs ipykernel >= 7.4: it is not installed") \
-            from None
+        version = None
     problem = ipykernel_problem(version)
     if problem is not None:
         raise CodeModeError(f"the kernel runtime {problem}")

@@ -270,6 +270,7 @@ def test_one_ipykernel_version_check(version: str, ok: bool) -> None:
     assert (problem is None) == ok
     if problem is not None:
         assert problem.startswith(f"needs ipykernel >= 7.4 in the kernel (found {version})")
+    assert _inkernel.ipykernel_problem(None) == "needs ipykernel >= 7.4: it is not installed"
 
 
 def test_importing_the_inkernel_module_on_the_host_changes_nothing() -> None:
