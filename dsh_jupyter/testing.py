@@ -20,12 +20,13 @@ import asyncio
 import functools
 import json
 import types
-from pathlib import Path
 from typing import Any
 
 from .abort import AbortSignal
+from .kernel._inkernel import SOURCE_FILENAME
 from .kernel.bridge import Bridge, Done, done_result
 from .kernel.config import KernelRuntimeConfig
+from .kernel.inject import inkernel_source
 from .kernel.logs import OutputLog
 from .kernel.protocol import HostMessage
 from .runtime import Bindings, CodeRunFailure, CodeRunResult, FailureKind
@@ -37,10 +38,8 @@ __all__ = ["InProcessRuntime"]
 def _core() -> types.ModuleType:
     """The in-kernel module, compiled from its source under the kernel's file name (so
     tracebacks leave its frames out exactly as in a kernel). Loaded once, on first use."""
-    path = Path(__file__).parent / "kernel" / "_inkernel.py"
-    source = path.read_text(encoding="utf-8")
     module = types.ModuleType("_dsh_jupyter_inkernel_inprocess")
-    exec(compile(source, "<dsh_jupyter.inkernel>", "exec"), module.__dict__)
+    exec(compile(inkernel_source(), SOURCE_FILENAME, "exec"), module.__dict__)
     return module
 
 

@@ -1,7 +1,8 @@
 """The fork server: preloads IPython and ipykernel once, then forks one kernel per request.
 
 Run by the host as ``python -I _forkserver.py CONTROL_FD PROCTREE_PY INKERNEL_PY
-CONFINE_PY RUNTIME_DIR NICE`` (standard library plus what it preloads). At fork time it
+INKERNEL_MODULE INKERNEL_FILENAME CONFINE_PY RUNTIME_DIR NICE`` (standard library
+plus what it preloads; the host names the in-kernel module, see ``inject``). At fork time it
 has no threads, no zmq context and no event loop; each child becomes a kernel in
 its own process group (in the server's session, which runs ``NICE`` below the
 host: see :meth:`Server.lower_session`), a child subreaper (orphans stay in its
@@ -52,8 +53,6 @@ PR_SET_PDEATHSIG = 1
 PR_SET_DUMPABLE = 4
 AUTOGROUP_RETRY_SECONDS = 0.11
 PR_SET_CHILD_SUBREAPER = 36
-INKERNEL_MODULE = "_dsh_jupyter_inkernel"
-INKERNEL_FILENAME = "<dsh_jupyter.inkernel>"
 PRELOAD = (
     "ipykernel.kernelapp", "ipykernel.ipkernel", "ipykernel.zmqshell", "ipykernel.comm",
     "ipykernel.debugger", "ipykernel.iostream", "ipykernel.heartbeat", "ipykernel.eventloops",
@@ -80,16 +79,16 @@ def _load(name: str, path: str) -> types.ModuleType:
     return module
 
 
-def _preload(inkernel_path: str) -> None:
+def _preload(inkernel_path: str, inkernel_module: str, inkernel_filename: str) -> None:
     sys.modules["debugpy"] = None  # type: ignore[assignment]  # no debugger in throwaway kernels
     for name in PRELOAD:
         with contextlib.suppress(Exception):
             __import__(name)
-    module = types.ModuleType(INKERNEL_MODULE)
-    sys.modules[INKERNEL_MODULE] = module
+    module = types.ModuleType(inkernel_module)
+    sys.modules[inkernel_module] = module
     with open(inkernel_path, encoding="utf-8") as file:
         source = file.read()
-    exec(compile(source, INKERNEL_FILENAME, "exec"), module.__dict__)
+    exec(compile(source, inkernel_filename, "exec"), module.__dict__)
 
 
 class Server:
@@ -290,12 +289,12 @@ def _status(raw: int) -> int:
 def main(argv: list[str]) -> None:
     control = socket.socket(fileno=int(argv[0]))
     proctree = _load("_dsh_jupyter_proctree", argv[1])
-    confine = _load("_dsh_jupyter_confine", argv[3])
-    _preload(argv[2])
+    confine = _load("_dsh_jupyter_confine", argv[5])
+    _preload(argv[2], argv[3], argv[4])
     _prctl(PR_SET_CHILD_SUBREAPER, 1)
     gc.collect()
     gc.freeze()  # keep preloaded objects out of collections: fewer pages copied per kernel
-    Server(control, proctree, confine, argv[4], int(argv[5])).serve()
+    Server(control, proctree, confine, argv[6], int(argv[7])).serve()
 
 
 if __name__ == "__main__":

@@ -51,6 +51,7 @@ import types
 from collections.abc import Callable, Mapping
 from typing import Any, Literal, TypedDict
 
+# The host imports these names from here (importing this module runs nothing else).
 TARGET_NAME = "dsh_jupyter.tools"
 MODULE_NAME = "_dsh_jupyter_inkernel"
 SOURCE_FILENAME = "<dsh_jupyter.inkernel>"
@@ -644,18 +645,29 @@ def _has_pending_output(stream: Any) -> bool:
         return True
 
 
+def ipykernel_problem(version: str | None, where: str = "") -> str | None:
+    """Why ipykernel ``version`` (``None``: not installed) cannot run programs, or ``None``
+    when it can. ``where`` says whose ipykernel it is (``" in the kernel"``). The host
+    checks its own with this function too."""
+    minimum = ".".join(map(str, MIN_IPYKERNEL))
+    if version is None:
+        return f"needs ipykernel >= {minimum}{where}: it is not installed"
+    parts = tuple(int(p) for p in version.split(".")[:2] if p.isdigit())
+    if parts >= MIN_IPYKERNEL:
+        return None
+    return (f"needs ipykernel >= {minimum}{where} (found {version}): older versions do not "
+            "deliver comm replies to a cell that awaits them")
+
+
 def check_ipykernel() -> None:
     """Fail clearly on an ipykernel that cannot deliver comm replies to an awaiting cell."""
     module = sys.modules.get("ipykernel")
     version = getattr(module, "__version__", None) if module is not None else None
     if not isinstance(version, str):
         return  # not ipykernel: the kernel is trusted to deliver comm messages mid-cell
-    parts = tuple(int(p) for p in version.split(".")[:2] if p.isdigit())
-    if parts < MIN_IPYKERNEL:
-        raise RuntimeError(
-            f"dsh-jupyter needs ipykernel >= 7.4 in the kernel (found {version}): older versions"
-            " do not deliver comm replies to an awaiting cell"
-        )
+    problem = ipykernel_problem(version, " in the kernel")
+    if problem is not None:
+        raise RuntimeError(problem)
 
 
 def unlimit_iopub() -> None:

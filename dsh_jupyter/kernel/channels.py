@@ -13,11 +13,15 @@ waits in a bounded per-channel *outbox*, sent in order by one flusher task as
 the transport drains. A full outbox drops the message and sets
 :attr:`KernelChannels.overflowed`; for a run that means the kernel is not
 reading its replies (see ``watch``, failure kind ``call-limit``).
+
+:class:`BaseChannels` is what the two transports share: sending through the
+outbox, ``execute`` and the ``kernel_info`` handshake of :meth:`~BaseChannels.wait_ready`.
 """
 
 from __future__ import annotations
 
 import asyncio
+from abc import ABC, abstractmethod
 from collections import deque
 from collections.abc import Awaitable, Callable
 from typing import Any, Final, Generic, Protocol, TypeVar, runtime_checkable
@@ -26,6 +30,8 @@ from .wire import Incoming
 
 MAX_WAITING: Final = 1024
 """The default bound of a channel's outbox, in messages."""
+READY_RETRY_SECONDS: Final = 0.25
+"""How often :meth:`BaseChannels.wait_ready` asks again while the kernel is silent."""
 
 
 class KernelChannels(Protocol):
@@ -137,3 +143,81 @@ class Outbox(Generic[Message]):
         self._waiting.clear()
         if self._flusher is not None:
             self._flusher.cancel()
+
+
+class BaseChannels(ABC, Generic[Message]):
+    """The part of :class:`KernelChannels` every transport shares: requests and comm
+    messages leave through an :class:`Outbox`, and :meth:`wait_ready` is the handshake.
+
+    A transport says how a request becomes one ``Message`` for it (:meth:`_frame`), how a
+    message is handed over without waiting (:meth:`_try_send`) and once the transport can
+    take it (:meth:`_send_when_drained`), and what arrives next on shell or iopub
+    (:meth:`_next_reply`). Receiving and closing stay the transport's own.
+    """
+
+    def __init__(self) -> None:
+        self._outbox: Outbox[Message] = Outbox(self._try_send, self._send_when_drained)
+        self._overflowed = False
+
+    @abstractmethod
+    def _frame(self, msg_type: str, content: dict[str, Any]) -> tuple[str, Message]:
+        """A shell request as the transport sends it, and its ``msg_id``."""
+
+    @abstractmethod
+    def _try_send(self, message: Message) -> bool:
+        """Hand ``message`` to the transport if it takes it now; never waits."""
+
+    @abstractmethod
+    async def _send_when_drained(self, message: Message) -> None:
+        """Wait until the transport takes ``message`` (only the outbox's flusher calls it)."""
+
+    @abstractmethod
+    async def _next_reply(self, seconds: float) -> tuple[str, Incoming | None] | None:
+        """The next message on shell or iopub as ``(channel, decoded or None)``, or ``None``
+        if none arrives within ``seconds``."""
+
+    def send(self, msg_type: str, content: dict[str, Any]) -> str:
+        """Send a request on shell; returns its ``msg_id``. Never blocks; requests are few
+        (one per run plus the handshake), so they wait in the outbox without a bound."""
+        msg_id, message = self._frame(msg_type, content)
+        self._outbox.post(message, None)
+        return msg_id
+
+    def send_comm(self, comm_id: str, data: dict[str, Any], *,
+                  max_waiting: int = MAX_WAITING) -> None:
+        _, message = self._frame("comm_msg", {"comm_id": comm_id, "data": data})
+        if not self._outbox.post(message, max_waiting):
+            self._overflowed = True
+
+    @property
+    def overflowed(self) -> bool:
+        return self._overflowed
+
+    def execute(self, code: str) -> str:
+        return self.send("execute_request", {
+            "code": code, "silent": True, "store_history": False, "user_expressions": {},
+            "allow_stdin": False, "stop_on_error": True,
+        })
+
+    async def wait_ready(self, seconds: float) -> None:
+        """A ``kernel_info`` handshake: returns once iopub carries the kernel's status for
+        our request, so the subscription is live and no output of the next request is lost.
+        Asks again every :data:`READY_RETRY_SECONDS` while the kernel starts or iopub
+        subscribes. Raises ``TimeoutError``."""
+        async with asyncio.timeout(seconds):
+            loop = asyncio.get_running_loop()
+            requests: set[str] = set()
+            while True:
+                requests.add(self.send("kernel_info_request", {}))
+                retry = loop.time() + READY_RETRY_SECONDS
+                while (wait := retry - loop.time()) > 0:
+                    received = await self._next_reply(wait)
+                    if received is None:
+                        break
+                    channel, message = received
+                    if message is None or message.parent_id not in requests:
+                        continue
+                    if channel == "iopub":
+                        return  # an answer to our request on iopub proves the subscription
+                    # The kernel answered but iopub missed its status: ask again soon.
+                    retry = min(retry, loop.time() + 0.01)

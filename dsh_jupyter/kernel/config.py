@@ -8,7 +8,8 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Literal
 
-from .gateway_config import GatewayConfig, check_remote_options
+from .gateway_config import GatewayConfig
+from .protocol import MAX_MESSAGE_BYTES
 from .sandbox import SandboxConfig, SandboxSetting, resolve_sandbox
 
 MiB = 1024 * 1024
@@ -145,7 +146,7 @@ class KernelRuntimeConfig:
         object.__setattr__(self, "env_allow", tuple(self.env_allow))
         object.__setattr__(self, "extra_env", MappingProxyType(extra))
         if self.gateway is not None:
-            check_remote_options(self)
+            self._check_remote_options()
         _check_sandbox(self)
 
     @property
@@ -159,6 +160,34 @@ class KernelRuntimeConfig:
     def confinement(self) -> SandboxConfig | None:
         """The sandbox local kernels get (``None``: unconfined), once resolved."""
         return self.sandbox if isinstance(self.sandbox, SandboxConfig) else None
+
+    @property
+    def max_message_bytes(self) -> int:
+        """The largest message a kernel may send, on any channel or carrier (not an option:
+        see :data:`~.protocol.MAX_MESSAGE_BYTES`). A bigger one ends the run as
+        ``output-limit``."""
+        return MAX_MESSAGE_BYTES
+
+    def _check_remote_options(self) -> None:
+        """Raise ``ValueError`` for options that only local kernels have (with ``gateway``)."""
+        if not isinstance(self.gateway, GatewayConfig):
+            raise ValueError("gateway must be a GatewayConfig or None")
+        local_only = {
+            "launcher": (self.launcher != "auto",
+                         "the gateway launches kernels: leave launcher='auto'"),
+            "provisioner": (self.provisioner is not None,
+                            "the gateway's kernelspec chooses the provisioner"),
+            "carrier": (self.carrier != "comm",
+                        "the socket carrier is local: remote kernels use comms"),
+            "memory_bytes": (self.memory_bytes is not None,
+                             "a local rlimit: limit a remote kernel's memory on the gateway "
+                             "side (e.g. the kernel pod's resources)"),
+            "open_files": (self.open_files is not None,
+                           "a local rlimit: limit it on the gateway side"),
+        }
+        for name, (conflicts, why) in local_only.items():
+            if conflicts:
+                raise ValueError(f"{name} does not apply with gateway=...: {why}")
 
 
 def _check_sandbox(config: KernelRuntimeConfig) -> None:

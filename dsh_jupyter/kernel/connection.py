@@ -27,18 +27,19 @@ import zmq
 import zmq.asyncio
 from zmq.utils.monitor import parse_monitor_message
 
-from .channels import MAX_WAITING, Outbox
+from .channels import BaseChannels
 from .wire import Incoming, WireCodec
 
 IOPUB_QUEUE = 32
 """Messages the host's iopub socket holds before the kernel's side waits."""
 
 
-class KernelConnection:
+class KernelConnection(BaseChannels[list[bytes]]):
     """Shell (DEALER) and iopub (SUB) sockets plus the session that signs and verifies."""
 
     def __init__(self, context: zmq.asyncio.Context, info: dict[str, Any], *,
                  max_message_bytes: int) -> None:
+        super().__init__()
         key = info.get("key", "")
         self.codec = WireCodec(key.encode() if isinstance(key, str) else bytes(key),
                                info.get("signature_scheme", "hmac-sha256"))
@@ -48,8 +49,6 @@ class KernelConnection:
         self._shell_now: zmq.Socket[bytes] = zmq.Socket.shadow(self.shell.underlying)
         self._writable = zmq.asyncio.Poller()
         self._writable.register(self.shell, zmq.POLLOUT)
-        self._outbox: Outbox[list[bytes]] = Outbox(self._try_send, self._send_when_writable)
-        self._overflowed = False
         self._monitor: zmq.asyncio.Socket | None = None
         self._closed = False
         try:
@@ -69,22 +68,8 @@ class KernelConnection:
             self.close()
             raise
 
-    def send(self, msg_type: str, content: dict[str, Any]) -> str:
-        """Send a request on shell; returns its ``msg_id``. Never blocks; requests are few
-        (one per run plus the handshake), so they wait in the outbox without a bound."""
-        msg_id, frames = self.codec.encode(msg_type, content)
-        self._outbox.post(frames, None)
-        return msg_id
-
-    def send_comm(self, comm_id: str, data: dict[str, Any], *,
-                  max_waiting: int = MAX_WAITING) -> None:
-        _, frames = self.codec.encode("comm_msg", {"comm_id": comm_id, "data": data})
-        if not self._outbox.post(frames, max_waiting):
-            self._overflowed = True
-
-    @property
-    def overflowed(self) -> bool:
-        return self._overflowed
+    def _frame(self, msg_type: str, content: dict[str, Any]) -> tuple[str, list[bytes]]:
+        return self.codec.encode(msg_type, content)
 
     def _try_send(self, frames: list[bytes]) -> bool:
         try:
@@ -95,15 +80,9 @@ class KernelConnection:
             return False
         return True
 
-    async def _send_when_writable(self, frames: list[bytes]) -> None:
+    async def _send_when_drained(self, frames: list[bytes]) -> None:
         while not self._try_send(frames):
             await self._writable.poll()
-
-    def execute(self, code: str) -> str:
-        return self.send("execute_request", {
-            "code": code, "silent": True, "store_history": False, "user_expressions": {},
-            "allow_stdin": False, "stop_on_error": True,
-        })
 
     async def recv_iopub(self) -> Incoming | None:
         """The next iopub message, or ``None`` for junk (dropped)."""
@@ -121,6 +100,17 @@ class KernelConnection:
     async def recv_shell(self) -> Incoming | None:
         return self._decode(await self.shell.recv_multipart(copy=True))
 
+    async def _next_reply(self, seconds: float) -> tuple[str, Incoming | None] | None:
+        poller = zmq.asyncio.Poller()
+        poller.register(self.shell, zmq.POLLIN)
+        poller.register(self.iopub, zmq.POLLIN)
+        ready = dict(await poller.poll(seconds * 1000))
+        if self.shell in ready:
+            return "shell", await self.recv_shell()
+        if self.iopub in ready:
+            return "iopub", await self.recv_iopub()
+        return None
+
     def _decode(self, frames: list[bytes]) -> Incoming | None:
         return self.codec.decode(frames)
 
@@ -135,28 +125,6 @@ class KernelConnection:
             if parse_monitor_message(frames)["event"] == zmq.EVENT_DISCONNECTED:
                 return
 
-    async def wait_ready(self, seconds: float) -> None:
-        """A ``kernel_info`` handshake: returns once iopub carries the kernel's status for
-        our request, so the subscription is live and no output of the next request is lost.
-        Retries while the kernel starts or iopub subscribes. Raises ``TimeoutError``."""
-        async with asyncio.timeout(seconds):
-            loop = asyncio.get_running_loop()
-            requests: set[str] = set()
-            while True:
-                requests.add(self.send("kernel_info_request", {}))
-                retry = loop.time() + 0.25
-                while (wait := retry - loop.time()) > 0:
-                    source = await _first(self, wait)
-                    if source is None:
-                        break
-                    channel, message = source
-                    if message is None or message.parent_id not in requests:
-                        continue
-                    if channel == "iopub":
-                        return  # an answer to our request on iopub proves the subscription
-                    # The kernel answered but iopub missed its status: ask again soon.
-                    retry = min(retry, loop.time() + 0.01)
-
     def close(self) -> None:
         if self._closed:
             return
@@ -168,19 +136,6 @@ class KernelConnection:
             self._monitor.close(linger=0)
         self.shell.close(linger=0)
         self.iopub.close(linger=0)
-
-
-async def _first(connection: KernelConnection,
-                 seconds: float) -> tuple[str, Incoming | None] | None:
-    poller = zmq.asyncio.Poller()
-    poller.register(connection.shell, zmq.POLLIN)
-    poller.register(connection.iopub, zmq.POLLIN)
-    ready = dict(await poller.poll(seconds * 1000))
-    if connection.shell in ready:
-        return "shell", await connection.recv_shell()
-    if connection.iopub in ready:
-        return "iopub", await connection.recv_iopub()
-    return None
 
 
 def _url(info: dict[str, Any], port_name: str) -> str:

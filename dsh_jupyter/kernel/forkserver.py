@@ -24,14 +24,15 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from ._inkernel import MODULE_NAME, SOURCE_FILENAME
 from .config import KernelRuntimeConfig
-from .launch import check_host_ipykernel, describe_status
+from .inject import SOURCE_PATH
+from .launch import KERNEL_ARGS, check_host_ipykernel, describe_status
 from .sandbox import CONFINE_SCRIPT, SandboxConfig, confinement_plan
 from .workspace import Workspace, scrubbed_environment
 
 _HERE = Path(__file__).parent
 SERVER_SCRIPT = _HERE / "_forkserver.py"
-KERNEL_ARGS = ("--HistoryManager.enabled=False", "--IPKernelApp.quiet=True")
 
 
 class ForkServerError(Exception):
@@ -58,8 +59,8 @@ class ForkServer:
         try:
             process = subprocess.Popen(  # noqa: ASYNC220  # fork+exec, returns at once
                 [sys.executable, "-I", str(SERVER_SCRIPT), str(server_end.fileno()),
-                 str(_HERE / "proctree.py"), str(_HERE / "_inkernel.py"), str(CONFINE_SCRIPT),
-                 str(runtime_dir), str(nice)],
+                 str(_HERE / "proctree.py"), str(SOURCE_PATH), MODULE_NAME, SOURCE_FILENAME,
+                 str(CONFINE_SCRIPT), str(runtime_dir), str(nice)],
                 pass_fds=[server_end.fileno()], env=env, cwd="/",
                 stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                 start_new_session=True,

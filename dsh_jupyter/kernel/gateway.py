@@ -31,7 +31,6 @@ from websockets.exceptions import InvalidHandshake, InvalidStatus
 
 from .gateway_config import GatewayConfig
 from .gateway_connection import GatewayConnection
-from .protocol import MAX_MESSAGE_BYTES
 
 if TYPE_CHECKING:
     from .config import KernelRuntimeConfig
@@ -77,7 +76,7 @@ class GatewayLauncher:
         try:
             async with asyncio.timeout(seconds):
                 channels = await GatewayConnection.open(
-                    self.gateway, kernel_id, max_message_bytes=MAX_MESSAGE_BYTES)
+                    self.gateway, kernel_id, max_message_bytes=self.config.max_message_bytes)
         except BaseException as error:
             self.background(self.delete(kernel_id))
             if isinstance(error, Exception):

@@ -19,11 +19,7 @@ import ssl
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
-
-if TYPE_CHECKING:
-    from .config import KernelRuntimeConfig
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -108,26 +104,3 @@ class GatewayConfig:
             context.check_hostname = False
             context.verify_mode = ssl.CERT_NONE
         return context
-
-
-def check_remote_options(config: KernelRuntimeConfig) -> None:
-    """Raise ``ValueError`` for options that only local kernels have (called by
-    ``KernelRuntimeConfig`` when ``gateway`` is set)."""
-    if not isinstance(config.gateway, GatewayConfig):
-        raise ValueError("gateway must be a GatewayConfig or None")
-    local_only = {
-        "launcher": (config.launcher != "auto",
-                     "the gateway launches kernels: leave launcher='auto'"),
-        "provisioner": (config.provisioner is not None,
-                        "the gateway's kernelspec chooses the provisioner"),
-        "carrier": (config.carrier != "comm",
-                    "the socket carrier is local: remote kernels use comms"),
-        "memory_bytes": (config.memory_bytes is not None,
-                         "a local rlimit: limit a remote kernel's memory on the gateway "
-                         "side (e.g. the kernel pod's resources)"),
-        "open_files": (config.open_files is not None,
-                       "a local rlimit: limit it on the gateway side"),
-    }
-    for name, (conflicts, why) in local_only.items():
-        if conflicts:
-            raise ValueError(f"{name} does not apply with gateway=...: {why}")

@@ -41,22 +41,22 @@ from websockets.frames import CloseCode
 from websockets.protocol import State
 from websockets.typing import Subprotocol
 
-from .channels import MAX_WAITING, Outbox
+from .channels import BaseChannels
 from .gateway_config import GatewayConfig
 from .wire import DELIMITER, Incoming, WireCodec
 
 V1_PROTOCOL: Final = Subprotocol("v1.kernel.websocket.jupyter.org")
-READY_RETRY_SECONDS: Final = 0.25
 DRAIN_SECONDS: Final = 0.005
 DRAIN_MAX_SECONDS: Final = 0.5
 MAX_PARTS: Final = 64
 RATE_NOTICES: Final = ("IOPub data rate exceeded", "IOPub message rate exceeded")
 
 
-class GatewayConnection:
+class GatewayConnection(BaseChannels[str | bytes]):
     """The websocket of one gateway kernel (see the module docstring)."""
 
     def __init__(self, socket: ClientConnection, *, url: str) -> None:
+        super().__init__()
         self._ws = socket
         self._url = url
         self._v1 = socket.subprotocol == V1_PROTOCOL
@@ -67,8 +67,6 @@ class GatewayConnection:
         self._trouble = asyncio.Event()
         self._trouble_reason: str | None = None
         self._never = asyncio.Event()
-        self._outbox: Outbox[str | bytes] = Outbox(self._try_write, self._write_when_drained)
-        self._overflowed = False
 
     @classmethod
     async def open(cls, gateway: GatewayConfig, kernel_id: str, *,
@@ -107,45 +105,23 @@ class GatewayConnection:
 
     # Sending ------------------------------------------------------------------------
 
-    def send(self, msg_type: str, content: dict[str, Any], channel: str = "shell") -> str:
-        """Send a request; returns its ``msg_id``. Dropped silently once the websocket is
-        not open (the kernel's state then says why). Requests are few (one per run plus
-        the handshake), so they wait in the outbox without a bound."""
-        msg_id, data = self._frame(msg_type, content, channel)
-        self._outbox.post(data, None)
-        return msg_id
-
-    def send_comm(self, comm_id: str, data: dict[str, Any], *,
-                  max_waiting: int = MAX_WAITING) -> None:
-        _, frame = self._frame("comm_msg", {"comm_id": comm_id, "data": data}, "shell")
-        if not self._outbox.post(frame, max_waiting):
-            self._overflowed = True
-
-    @property
-    def overflowed(self) -> bool:
-        return self._overflowed
-
-    def _frame(self, msg_type: str, content: dict[str, Any],
-               channel: str) -> tuple[str, str | bytes]:
+    def _frame(self, msg_type: str, content: dict[str, Any]) -> tuple[str, str | bytes]:
+        """A request on shell (the host sends on no other channel)."""
         msg_id, frames = self._codec.encode(msg_type, content)
         parts = frames[2:]  # without the delimiter and the (empty) signature
-        return msg_id, encode_v1(channel, parts) if self._v1 else encode_legacy(channel, parts)
+        return msg_id, encode_v1("shell", parts) if self._v1 else encode_legacy("shell", parts)
 
-    def _try_write(self, data: str | bytes) -> bool:
+    def _try_send(self, data: str | bytes) -> bool:
+        """Write ``data`` now unless the gateway is behind. Once the websocket is not open
+        it is dropped silently (the kernel's state then says why)."""
         transport = self._ws.transport
         if transport.get_write_buffer_size() > transport.get_write_buffer_limits()[1]:
             return False  # writing is paused: the gateway is behind
         broadcast([self._ws], data)  # synchronous and ordered; skips a closing socket
         return True
 
-    async def _write_when_drained(self, data: str | bytes) -> None:
+    async def _send_when_drained(self, data: str | bytes) -> None:
         await self._ws.send(data)  # writes, then waits until the buffer drains
-
-    def execute(self, code: str) -> str:
-        return self.send("execute_request", {
-            "code": code, "silent": True, "store_history": False, "user_expressions": {},
-            "allow_stdin": False, "stop_on_error": True,
-        })
 
     # Receiving ----------------------------------------------------------------------
 
@@ -210,11 +186,7 @@ class GatewayConnection:
         loop = asyncio.get_running_loop()
         give_up = loop.time() + DRAIN_MAX_SECONDS  # a kernel that keeps talking is cut off
         while loop.time() < give_up:
-            try:
-                async with asyncio.timeout(DRAIN_SECONDS):
-                    item = await self._next()
-            except TimeoutError:
-                return ready
+            item = await self._next_within(DRAIN_SECONDS)
             if item is None:
                 return ready
             channel, message = item
@@ -232,27 +204,19 @@ class GatewayConnection:
             self._trouble_reason = reason
             self._trouble.set()
 
-    async def wait_ready(self, seconds: float) -> None:
-        async with asyncio.timeout(seconds):
-            loop = asyncio.get_running_loop()
-            requests: set[str] = set()
-            while True:
-                requests.add(self.send("kernel_info_request", {}))
-                retry = loop.time() + READY_RETRY_SECONDS
-                while (wait := retry - loop.time()) > 0:
-                    try:
-                        async with asyncio.timeout(wait):
-                            item = await self._next()
-                    except TimeoutError:
-                        break
-                    if item is None:
-                        await self._never.wait()  # the kernel's state says why
-                    assert item is not None
-                    channel, message = item
-                    if message is None or message.parent_id not in requests:
-                        continue
-                    if channel == "iopub":
-                        return  # our request's status on iopub: the subscription is live
+    async def _next_within(self, seconds: float) -> tuple[str, Incoming | None] | None:
+        """:meth:`_next`, or ``None`` if nothing arrives within ``seconds``."""
+        try:
+            async with asyncio.timeout(seconds):
+                return await self._next()
+        except TimeoutError:
+            return None
+
+    async def _next_reply(self, seconds: float) -> tuple[str, Incoming | None] | None:
+        item = await self._next_within(seconds)
+        if item is None and self._ended:
+            await self._never.wait()  # closed: the kernel's state says why
+        return item
 
     # Closing ------------------------------------------------------------------------
 

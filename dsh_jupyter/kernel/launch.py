@@ -1,39 +1,24 @@
-"""Starting kernels: the :class:`KernelProcess` seam and the stock jupyter-client launch.
+"""The launcher seam: :class:`KernelLauncher` starts kernels, :class:`KernelProcess` is one.
 
-A :class:`KernelProcess` is one started kernel: where to connect, and how to
-interrupt, watch and kill it. :class:`StockLauncher` starts any kernelspec
-through ``AsyncKernelManager`` and its provisioner; for local kernels it wraps
-the command in the keeper (see ``_keeper.py``) so the kernel's whole process
-tree can be accounted and killed, and confined (see ``sandbox``). Remote
-provisioners get no wrapper and no process tree: they are watched with
-``is_alive`` and limited by wall time, and cannot be confined here.
+The runtime, the pool and the session depend on these two Protocols only. Three
+launchers implement them: the fork server (``forkserver``), the stock
+jupyter-client launch (``stock``) and a kernel gateway (``gateway``). What the
+local launchers share lives here too: the host's ipykernel check, the kernel
+options and exit statuses in words.
 """
 
 from __future__ import annotations
 
-import asyncio
 import importlib.metadata
-import json
 import signal
-import subprocess
-import sys
-from pathlib import Path
 from typing import Any, Protocol
 
-import zmq.asyncio
-from jupyter_client.kernelspec import KernelSpec, KernelSpecManager
-from jupyter_client.manager import AsyncKernelManager
-from jupyter_client.provisioning.local_provisioner import LocalProvisioner
-
 from ..errors import CodeModeError
-from . import proctree
-from .config import KernelRuntimeConfig
-from .sandbox import CONFINE_SCRIPT, SandboxConfig, confinement_plan
+from ._inkernel import ipykernel_problem
 from .workspace import Workspace
 
-DEFAULT_KERNEL_NAME = "dsh-jupyter-python"
 KERNEL_ARGS = ("--HistoryManager.enabled=False", "--IPKernelApp.quiet=True")
-MIN_IPYKERNEL = (7, 4)
+"""Options every local kernel of the host's Python gets (stock and forked alike)."""
 
 
 class KernelProcess(Protocol):
@@ -76,16 +61,12 @@ class KernelLauncher(Protocol):
 def check_host_ipykernel() -> None:
     """Raise :class:`CodeModeError` unless the host's ipykernel is >= 7.4."""
     try:
-        version = importlib.metadata.version("ipykernel")
+        version: str | None = importlib.metadata.version("ipykernel")
     except importlib.metadata.PackageNotFoundError:
-        raise CodeModeError("the kernel runtime needs ipykernel >= 7.4: it is not installed") \
-            from None
-    parts = tuple(int(p) for p in version.split(".")[:2] if p.isdigit())
-    if parts < MIN_IPYKERNEL:
-        raise CodeModeError(
-            f"the kernel runtime needs ipykernel >= 7.4 (found {version}): older versions do not"
-            " deliver comm replies to a cell that awaits them"
-        )
+        version = None
+    problem = ipykernel_problem(version)
+    if problem is not None:
+        raise CodeModeError(f"the kernel runtime {problem}")
 
 
 def describe_status(code: int | None) -> str:
@@ -101,177 +82,3 @@ def describe_status(code: int | None) -> str:
         hint = " (out of memory?)" if name == "SIGKILL" else ""
         return f"the kernel was killed by {name}{hint}"
     return f"the kernel exited with status {code}"
-
-
-class _SpecManager(KernelSpecManager):
-    """Serves the default spec (the host's Python) and applies the provisioner override."""
-
-    def __init__(self, *, provisioner: str | None, **kwargs: Any) -> None:
-        super().__init__(**kwargs)
-        self._provisioner = provisioner
-
-    def get_kernel_spec(self, kernel_name: str) -> KernelSpec:
-        if kernel_name == DEFAULT_KERNEL_NAME:
-            spec = KernelSpec(
-                argv=[sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}",
-                      *KERNEL_ARGS],
-                display_name="Python (dsh-jupyter)",
-                language="python",
-                interrupt_mode="signal",
-                metadata={},
-            )
-        else:
-            spec = super().get_kernel_spec(kernel_name)
-        if self._provisioner is not None:
-            spec.metadata = {
-                **spec.metadata,
-                "kernel_provisioner": {"provisioner_name": self._provisioner, "config": {}},
-            }
-        return spec
-
-
-class _KeptKernelManager(AsyncKernelManager):
-    """Prefixes local kernel commands with the keeper, its resource limits and the
-    confinement of the kernel (``confinement``, when the runtime confines kernels)."""
-
-    keeper_args: tuple[str, ...] = ()
-    confinement: SandboxConfig | None = None
-    workspace: Workspace | None = None
-
-    def format_kernel_cmd(self, extra_arguments: list[str] | None = None) -> list[str]:
-        command: list[str] = super().format_kernel_cmd(extra_arguments)
-        if isinstance(self.provisioner, LocalProvisioner):
-            keeper = (Path(__file__).parent / "_keeper.py").read_text(encoding="utf-8")
-            confine: list[str] = []
-            if self.confinement is not None and self.workspace is not None:
-                plan = confinement_plan(self.confinement, workspace=self.workspace.root,
-                                        tmp=self.workspace.tmp,
-                                        error_file=self.workspace.confine_log,
-                                        command=command)
-                confine = ["--confine", str(CONFINE_SCRIPT), json.dumps(plan)]
-            return [sys.executable, "-I", "-S", "-c", keeper, *self.keeper_args, *confine,
-                    "--", *command]
-        if self.confinement is not None:
-            raise CodeModeError(
-                f"kernels of the provisioner {type(self.provisioner).__name__} are not local, "
-                "so they cannot be confined here: confine them where they run and pass "
-                "sandbox=None")
-        return command
-
-
-class StockKernel:
-    """A kernel started by jupyter-client (see :class:`KernelProcess`)."""
-
-    def __init__(self, manager: _KeptKernelManager, *, local: bool) -> None:
-        self._manager = manager
-        self._local = local
-        self._process: subprocess.Popen[bytes] | None = getattr(
-            manager.provisioner, "process", None)
-        self._killed = False
-        self._reaped = False
-        self._status: int | None = None
-
-    @property
-    def connection_info(self) -> dict[str, Any]:
-        return dict(self._manager.get_connection_info(session=False))
-
-    @property
-    def root_pid(self) -> int | None:
-        return self._process.pid if self._local and self._process is not None else None
-
-    async def is_alive(self) -> bool:
-        if self._killed:
-            return False
-        if self._process is not None:
-            self._status = self._process.poll()
-            return self._status is None
-        alive: bool = await self._manager.is_alive()
-        return alive
-
-    def exit_reason(self) -> str:
-        return describe_status(self._status)
-
-    async def interrupt(self) -> None:
-        if not self._killed:
-            await self._manager.interrupt_kernel()
-
-    async def kill(self) -> None:
-        self._killed = True  # from now on the kernel counts as gone
-        if self._reaped:
-            return
-        manager = self._manager
-        if self._process is not None:
-            proctree.kill_tree(self._process.pid)
-            await _reap(self._process)
-            if manager.provisioner is not None:
-                await manager.provisioner.wait()
-        else:
-            await manager.shutdown_kernel(now=True)
-        await manager.cleanup_resources()
-        self._reaped = True
-
-    async def wait_gone(self) -> None:
-        return None  # kill already reaped the whole tree
-
-
-async def _reap(process: subprocess.Popen[bytes]) -> None:
-    # SIGKILL lands within microseconds; poll briefly instead of the provisioner's 100 ms loop.
-    delay = 0.0005
-    while process.poll() is None:
-        await asyncio.sleep(delay)
-        delay = min(delay * 2, 0.05)
-
-
-class StockLauncher:
-    """Starts kernels through ``AsyncKernelManager`` (any kernelspec, any provisioner)."""
-
-    preloads_runtime = False
-
-    def __init__(self, config: KernelRuntimeConfig, context: zmq.asyncio.Context,
-                 confinement: SandboxConfig | None) -> None:
-        self._config = config
-        self._context = context
-        self._confinement = confinement
-        self._specs = _SpecManager(provisioner=config.provisioner)
-        if config.kernel_name is None:
-            check_host_ipykernel()
-        keeper_args: list[str] = ["--nice", str(config.kernel_nice)]
-        if config.memory_bytes is not None:
-            keeper_args += ["--as", str(config.memory_bytes)]
-        if config.open_files is not None:
-            keeper_args += ["--nofile", str(config.open_files)]
-        sandbox = config.confinement
-        if sandbox is not None and sandbox.cpu_seconds is not None:
-            keeper_args += ["--cpu", str(sandbox.cpu_seconds)]
-        self._keeper_args = tuple(keeper_args)
-
-    async def start(self, workspace: Workspace, env: dict[str, str]) -> StockKernel:
-        # IPC sockets in the private workspace: no TCP port any local user could connect
-        # to, and they work from a kernel's own network namespace. Other kernelspecs keep
-        # TCP unless confined (not every kernel implements IPC).
-        ipc = self._confinement is not None or self._config.kernel_name is None
-        transport = {"transport": "ipc", "ip": str(workspace.root / "zmq")} if ipc else {}
-        manager = _KeptKernelManager(
-            kernel_name=self._config.kernel_name or DEFAULT_KERNEL_NAME,
-            kernel_spec_manager=self._specs,
-            connection_file=str(workspace.connection_file),
-            context=self._context,
-            **transport,
-        )
-        manager.keeper_args = self._keeper_args
-        manager.confinement = self._confinement
-        manager.workspace = workspace
-        try:
-            await manager.start_kernel(
-                env=env, cwd=str(workspace.cwd),
-                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-            )
-        except BaseException:
-            if manager.has_kernel:
-                await StockKernel(manager, local=True).kill()
-            raise
-        local = isinstance(manager.provisioner, LocalProvisioner)
-        return StockKernel(manager, local=local)
-
-    async def close(self) -> None:
-        return None

@@ -18,7 +18,7 @@ A framed call's arguments or a framed result arrive first, as frames (see
 The kernel is hostile: :func:`parse_kernel_message` accepts only these shapes
 and reports anything else as a :class:`Malformed` value the bridge can answer or
 drop. The kernel side (``_inkernel.py``) mirrors these definitions; a test keeps
-the two in step.
+the two in step. :data:`TARGET_NAME` is the kernel side's own.
 """
 
 from __future__ import annotations
@@ -27,8 +27,8 @@ from dataclasses import dataclass
 from typing import Literal, TypedDict
 
 from ..json_value import JsonValue
+from ._inkernel import TARGET_NAME as TARGET_NAME
 
-TARGET_NAME = "dsh_jupyter.tools"
 MAX_MESSAGE_BYTES = 2 * 1024 * 1024
 """The largest message a kernel may send. Nothing the injected module sends comes near
 it (output goes in 64 KiB chunks, large values as ~64 KiB frames, failure messages are

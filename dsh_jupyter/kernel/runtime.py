@@ -42,11 +42,12 @@ from ..errors import CodeModeError
 from ..runtime import Bindings, CodeRunFailure, CodeRunResult
 from .config import KernelRuntimeConfig
 from .forkserver import ForkLauncher, fork_supported
-from .launch import KernelLauncher, StockLauncher
+from .launch import KernelLauncher
 from .logs import OutputBudget
 from .pool import KernelPool
 from .sandbox import SandboxConfig, UnconfinedWarning, confinement_problem, unconfined_message
 from .session import KernelSession, KernelStartError
+from .stock import StockLauncher
 from .workspace import create_runtime_directory, remove_tree
 
 DISPOSED = "runtime disposed"

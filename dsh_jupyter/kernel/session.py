@@ -26,33 +26,13 @@ from .carrier import CarrierListener, SocketCarrier
 from .channels import HasChannels, KernelChannels
 from .config import KernelRuntimeConfig
 from .connection import KernelConnection
+from .inject import setup_cell
 from .launch import KernelLauncher, KernelProcess
 from .logs import OutputBudget
-from .protocol import MAX_MESSAGE_BYTES, TARGET_NAME
+from .protocol import TARGET_NAME
 from .watch import RunWatch
+from .wire import one_line
 from .workspace import Workspace, create_workspace
-
-_INKERNEL_SOURCE = (Path(__file__).parent / "_inkernel.py").read_text(encoding="utf-8")
-MODULE_NAME = "_dsh_jupyter_inkernel"
-SOURCE_FILENAME = "<dsh_jupyter.inkernel>"
-
-SETUP_CELL = f"""\
-def __dsh_setup(source, carrier):
-    import sys, types
-    module = types.ModuleType({MODULE_NAME!r})
-    sys.modules[module.__name__] = module
-    exec(compile(source, {SOURCE_FILENAME!r}, "exec"), module.__dict__)
-    module.runtime = module.start(carrier)
-
-try:
-    __dsh_setup(%r, %r)
-finally:
-    del __dsh_setup
-"""
-SETUP_PRELOADED_CELL = (
-    f"__import__('sys').modules[{MODULE_NAME!r}].runtime = "
-    f"__import__('sys').modules[{MODULE_NAME!r}].start(%r)"
-)
 
 
 class KernelStartError(Exception):
@@ -92,16 +72,15 @@ class KernelSession:
                 connection = process.channels
             else:
                 connection = KernelConnection(context, process.connection_info,
-                                              max_message_bytes=MAX_MESSAGE_BYTES)
+                                              max_message_bytes=config.max_message_bytes)
             session = cls(process, connection, workspace, config)
             if config.carrier == "socket" and process.root_pid is not None:
                 listener = await CarrierListener.open(
-                    workspace, max_message_bytes=MAX_MESSAGE_BYTES,
+                    workspace, max_message_bytes=config.max_message_bytes,
                     max_buffered_bytes=2 * max(config.max_output_bytes, config.max_call_bytes),
                     seconds=min(1.0, config.startup_seconds))
             carrier = None if listener is None else (listener.path, listener.token)
-            setup = SETUP_PRELOADED_CELL % (carrier,) if launcher.preloads_runtime else (
-                SETUP_CELL % (_INKERNEL_SOURCE, carrier))
+            setup = setup_cell(carrier, preloaded=launcher.preloads_runtime)
             await session._prepare(setup, listener)
             return session
         except BaseException as error:
@@ -147,8 +126,9 @@ class KernelSession:
                         and isinstance(content.get("comm_id"), str)):
                     self.comm_id = content["comm_id"]
                 elif msg_type == "error":
-                    error = "\n".join(str(line) for line in content.get("traceback", ()))
-                    error = error or f"{content.get('ename')}: {content.get('evalue')}"
+                    # IPython's traceback (ANSI-coloured, 20 KB for one failed check) is
+                    # the runtime's, not the program's: what failed fits one line.
+                    error = f"{one_line(content.get('ename'))}: {one_line(content.get('evalue'))}"
                 elif msg_type == "status" and content.get("execution_state") == "idle":
                     break
             if error is not None or self.comm_id is None:

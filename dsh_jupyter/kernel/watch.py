@@ -25,9 +25,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import re
 from collections.abc import Coroutine, Iterable
-from typing import TYPE_CHECKING, Any, Final
+from typing import Any, Final, Protocol
 
 from .._waiting import wait_quietly
 from ..abort import AbortSignal
@@ -35,24 +34,22 @@ from ..runtime import Bindings, CodeRunFailure, CodeRunResult, FailureKind
 from . import proctree
 from .bridge import Bridge, BuiltResult, done_result
 from .carrier import MessageTooLarge, SocketCarrier
+from .channels import KernelChannels
+from .config import KernelRuntimeConfig
+from .inject import program_cell
+from .launch import KernelProcess
 from .logs import OutputBudget, OutputLog
-from .protocol import MAX_MESSAGE_BYTES, DoneErrorMessage, DoneOkMessage, HostMessage
-from .wire import Incoming
-
-if TYPE_CHECKING:
-    from .session import KernelSession
+from .protocol import DoneErrorMessage, DoneOkMessage, HostMessage
+from .wire import Incoming, one_line
 
 _log = logging.getLogger(__name__)
 
-MODULE_NAME: Final = "_dsh_jupyter_inkernel"
 POLL_SECONDS: Final = 0.05
 CPU_EVERY_POLLS: Final = 5
 DISCONNECT_SETTLE_SECONDS: Final = 0.2
 TURN_SECONDS: Final = 0.005
 ABORT_QUIET_SECONDS: Final = 0.02
 ABORT_OUTPUT_SECONDS: Final = 0.2
-TOO_LARGE: Final = (f"the kernel sent a message larger than the {MAX_MESSAGE_BYTES // 2**20} MiB "
-                    "message limit")
 CLOSED_COMM: Final = ("the program closed its tools channel: tool calls and its result can no "
                       "longer reach the host")
 
@@ -65,16 +62,31 @@ _IDLE: Final = _Idle()
 Outcome = DoneOkMessage | DoneErrorMessage | BuiltResult | CodeRunFailure | _Idle
 
 
-def program_cell(names: Iterable[str], program: str, max_output_bytes: int) -> str:
-    """The one line of cell code that runs ``program`` through the injected runtime."""
-    return (f"await __import__('sys').modules[{MODULE_NAME!r}].runtime.run("
-            f"{sorted(names)!r}, {program!r}, {max_output_bytes!r})")
+class PreparedKernel(Protocol):
+    """What a run uses of its kernel: a :class:`~.session.KernelSession` once prepared."""
+
+    @property
+    def config(self) -> KernelRuntimeConfig: ...
+
+    @property
+    def process(self) -> KernelProcess: ...
+
+    @property
+    def connection(self) -> KernelChannels: ...
+
+    @property
+    def comm_id(self) -> str | None:
+        """The tools comm the setup cell opened (set once the kernel is prepared)."""
+
+    @property
+    def carrier(self) -> SocketCarrier | None:
+        """The socket carrier, when one was negotiated."""
 
 
 class RunWatch:
     """Runs one program on ``session`` (used once)."""
 
-    def __init__(self, session: KernelSession, program: str,
+    def __init__(self, session: PreparedKernel, program: str,
                  bindings: Bindings, budget: OutputBudget | None = None) -> None:
         self._session = session
         self._config = session.config
@@ -122,6 +134,10 @@ class RunWatch:
         finally:
             self._log.release()  # the result is the caller's now
 
+    def _too_large(self) -> str:
+        return (f"the kernel sent a message larger than the "
+                f"{self._config.max_message_bytes // 2**20} MiB message limit")
+
     def _on_abort(self, reason: str) -> None:
         self._settle(CodeRunFailure(kind="abort", message=reason))
 
@@ -158,7 +174,7 @@ class RunWatch:
                 incoming = await carrier.receive()
             except MessageTooLarge:
                 self._log.over_limit = True
-                self._fail("output-limit", TOO_LARGE)
+                self._fail("output-limit", self._too_large())
                 return
             if incoming is None:
                 self._carrier_closed = True  # the kernel closed it: back to the comm
@@ -215,8 +231,8 @@ class RunWatch:
             # means the runtime in the kernel failed (or was sabotaged). IPython's coloured
             # traceback of that is ours, not the program's: one line is what it means.
             self._error = (f"the program broke the dsh-jupyter runtime in its kernel: "
-                           f"{_one_line(content.get('ename'))}: "
-                           f"{_one_line(content.get('evalue'))}")
+                           f"{one_line(content.get('ename'))}: "
+                           f"{one_line(content.get('evalue'))}")
         elif msg_type == "status" and content.get("execution_state") == "idle":
             self._cell_over.set()
             self._settle(_IDLE)
@@ -259,8 +275,7 @@ class RunWatch:
                 return
             await asyncio.sleep(0.01)
         self._log.over_limit = True
-        self._fail("output-limit",
-                   reason or TOO_LARGE)
+        self._fail("output-limit", reason or self._too_large())
 
     async def _died(self) -> None:
         """Take what the kernel sent before it died (it may have finished), then settle."""
@@ -338,15 +353,6 @@ class _Turn:
         if self._loop.time() - self._since >= TURN_SECONDS:
             await asyncio.sleep(0)
             self._since = self._loop.time()
-
-
-_ANSI = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]")
-
-
-def _one_line(text: object) -> str:
-    """Kernel-supplied text as one short line without terminal escapes."""
-    line = " ".join(_ANSI.sub("", str(text)).split())
-    return line if len(line) <= 200 else line[:199] + "…"
 
 
 async def _quietly(work: Coroutine[Any, Any, None]) -> None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
+import re
 import uuid
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -19,6 +20,8 @@ from typing import Any
 
 DELIMITER = b"<IDS|MSG>"
 PROTOCOL_VERSION = "5.3"
+ONE_LINE_CHARACTERS = 200
+_ANSI = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]")
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,3 +90,12 @@ class WireCodec:
 def _pack(value: dict[str, Any]) -> bytes:
     text = json.dumps(value, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
     return text.encode("utf-8", "surrogateescape")
+
+
+def one_line(text: object) -> str:
+    """Kernel-supplied text (an exception's name or value, say) as one short line without
+    terminal escapes: at most :data:`ONE_LINE_CHARACTERS`, white space folded."""
+    line = " ".join(_ANSI.sub("", str(text)).split())
+    if len(line) <= ONE_LINE_CHARACTERS:
+        return line
+    return line[:ONE_LINE_CHARACTERS - 1] + "…"

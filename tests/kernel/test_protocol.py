@@ -5,12 +5,14 @@ from __future__ import annotations
 import asyncio
 import json
 import math
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
 from dsh_jupyter.json_value import JsonValue
-from dsh_jupyter.kernel import KernelRuntimeConfig, _inkernel, protocol, watch
+from dsh_jupyter.kernel import KernelRuntimeConfig, _inkernel, inject, protocol
 from dsh_jupyter.kernel.bridge import Bridge
 from dsh_jupyter.kernel.carrier import CarrierListener, MessageTooLarge
 from dsh_jupyter.kernel.logs import OutputLog
@@ -23,7 +25,12 @@ pytestmark = pytest.mark.timeout(10)
 
 def test_kernel_and_host_agree_on_names() -> None:
     assert _inkernel.TARGET_NAME == protocol.TARGET_NAME
-    assert _inkernel.MODULE_NAME == watch.MODULE_NAME
+    module = repr(_inkernel.MODULE_NAME)
+    assert module in inject.program_cell([], "", 1)
+    assert module in inject.setup_cell(None, preloaded=True)
+    setup = inject.setup_cell(("path", "token"), preloaded=False)
+    assert module in setup and repr(_inkernel.SOURCE_FILENAME) in setup
+    assert repr(inject.inkernel_source()) in setup
     assert set(_inkernel.CallMessage.__annotations__) == set(protocol.CallMessage.__annotations__)
     assert set(_inkernel.DoneErrorMessage.__annotations__) == set(
         protocol.DoneErrorMessage.__annotations__)
@@ -249,9 +256,40 @@ def test_config_validation() -> None:
 
 
 def test_program_cell_is_one_line() -> None:
-    cell = watch.program_cell(["b", "a"], "print('x')\n%magic\nreturn 1?", 10)
+    cell = inject.program_cell(["b", "a"], "print('x')\n%magic\nreturn 1?", 10)
     assert "\n" not in cell
     assert "['a', 'b']" in cell
+
+
+@pytest.mark.parametrize(("version", "ok"), [
+    ("7.4.0", True), ("7.10.1", True), ("8.0.0a1", True), ("7.3.9", False), ("6.31.0", False),
+    ("7", False),
+])
+def test_one_ipykernel_version_check(version: str, ok: bool) -> None:
+    problem = _inkernel.ipykernel_problem(version, " in the kernel")
+    assert (problem is None) == ok
+    if problem is not None:
+        assert problem.startswith(f"needs ipykernel >= 7.4 in the kernel (found {version})")
+    assert _inkernel.ipykernel_problem(None) == "needs ipykernel >= 7.4: it is not installed"
+
+
+def test_importing_the_inkernel_module_on_the_host_changes_nothing() -> None:
+    """The host imports ``_inkernel`` for its names: that must load only the standard
+    library (no ``comm``, ``zmq`` or IPython) and patch nothing."""
+    probe = f"""\
+import importlib.util, sys
+before = set(sys.modules)
+stdout_flush = sys.stdout.flush
+spec = importlib.util.spec_from_file_location("probe", {str(inject.SOURCE_PATH)!r})
+module = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(module)
+loaded = set(sys.modules) - before
+print(sorted(n for n in loaded if n.partition(".")[0] not in sys.stdlib_module_names))
+print(sys.stdout.flush == stdout_flush)
+"""
+    done = subprocess.run([sys.executable, "-I", "-c", probe], capture_output=True, text=True,
+                          check=True, timeout=30)
+    assert done.stdout.split("\n")[:2] == ["[]", "True"]
 
 
 async def _connect_and_send(path: str, lines: list[bytes]) -> asyncio.StreamWriter:

@@ -28,6 +28,7 @@ SCRIPT = textwrap.dedent("""\
     from dsh_jupyter.errors import CodeModeError
     from dsh_jupyter.kernel import KernelRuntime, KernelRuntimeConfig
     from dsh_jupyter.kernel.sandbox import UnconfinedWarning
+    from dsh_jupyter.runtime import FunctionBindings
 
     PROGRAM = '''
     import os
