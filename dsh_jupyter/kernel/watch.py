@@ -46,7 +46,8 @@ _log = logging.getLogger(__name__)
 
 POLL_SECONDS: Final = 0.05
 CPU_EVERY_POLLS: Final = 5
-DISCONNECT_SETTLE_SECONDS: Final = 0.2
+DISCONNECT_SETTLE_SECONDS: Final = 1.0  # a dying kernel drops iopub before it is reaped: under
+# load that gap passed 0.2 s, and a death was reported as an oversized message
 TURN_SECONDS: Final = 0.005
 ABORT_QUIET_SECONDS: Final = 0.02
 ABORT_OUTPUT_SECONDS: Final = 0.2
