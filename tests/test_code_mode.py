@@ -81,7 +81,7 @@ def echo() -> Any:
     return define_tool(name="echo", description="Echo text.",
                        parameters={"type": "object", "properties": {"text": {"type": "string"}},
                                    "required": ["text"]},
-                       output={"schema": {"type": "string"}, "render": lambda a, v: v},
+                       output={"schema": {"type": "string"}, "render": lambda a, v: str(v)},
                        execute=lambda args, ctx: args["text"])
 
 
@@ -144,7 +144,8 @@ def test_code_mode_without_runtime_fails_loudly() -> None:
 def test_sdk_section_is_deterministic() -> None:
     first, second = code_registry(), code_registry()
     tools = [echo(), define_tool(name="zeta", parameters={"type": "object"},
-                                 output={"schema": {"type": "string"}, "render": lambda a, v: v},
+                                 output={"schema": {"type": "string"},
+                                         "render": lambda a, v: str(v)},
                                  execute=lambda a, c: "")]
     for t in tools:
         first.register(t)
@@ -431,7 +432,8 @@ async def test_outer_abort_aborts_in_flight_and_abandons_queued_calls(
         return "stopped"
 
     registry.register(define_tool(name="slow", parameters={"type": "object"},
-                                  output={"schema": {"type": "string"}, "render": lambda a, v: v},
+                                  output={"schema": {"type": "string"},
+                                          "render": lambda a, v: str(v)},
                                   execute=slow))
     events: list[str] = []
     registry.on_event(lambda e: events.append(f"{e['kind']} {e['call_id']}"))
@@ -467,7 +469,8 @@ async def test_settlement_aborts_sub_calls_the_program_did_not_await(
         return "x"
 
     registry.register(define_tool(name="slow", parameters={"type": "object"},
-                                  output={"schema": {"type": "string"}, "render": lambda a, v: v},
+                                  output={"schema": {"type": "string"},
+                                          "render": lambda a, v: str(v)},
                                   execute=slow))
     events: list[str] = []
     registry.on_event(lambda e: events.append(e["kind"]))
@@ -490,7 +493,8 @@ async def test_cancelling_the_outer_task_settles_sub_calls(code_runtime: CodeRun
         return "x"
 
     registry.register(define_tool(name="slow", parameters={"type": "object"},
-                                  output={"schema": {"type": "string"}, "render": lambda a, v: v},
+                                  output={"schema": {"type": "string"},
+                                          "render": lambda a, v: str(v)},
                                   execute=slow))
     events: list[str] = []
     registry.on_event(lambda e: events.append(e["kind"]))

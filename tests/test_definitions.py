@@ -169,13 +169,13 @@ def test_unsupported_raw_schema_is_rejected_with_every_violation() -> None:
         "b": {"type": "string", "pattern": "^x"}}}
     with pytest.raises(UnsupportedSchemaError) as info:
         define_tool(name="t", parameters=schema,
-                    output={"schema": {"type": "string"}, "render": lambda a, v: v},
+                    output={"schema": {"type": "string"}, "render": lambda a, v: str(v)},
                     execute=lambda a, c: "")
     assert info.value.code == "UNSUPPORTED_SCHEMA"
     assert len(info.value.violations) >= 2
     # opting out leaves validation to the tool
     definition = define_tool(name="t", parameters=schema, allow_unsupported_schema=True,
-                             output={"schema": {"type": "string"}, "render": lambda a, v: v},
+                             output={"schema": {"type": "string"}, "render": lambda a, v: str(v)},
                              execute=lambda a, c: "")
     assert definition.validator is None
 
@@ -183,7 +183,7 @@ def test_unsupported_raw_schema_is_rejected_with_every_violation() -> None:
 def test_parameters_must_be_an_object_schema() -> None:
     with pytest.raises(RegistrationError, match="must describe an object"):
         define_tool(name="t", parameters={"type": "string"},
-                    output={"schema": {"type": "string"}, "render": lambda a, v: v},
+                    output={"schema": {"type": "string"}, "render": lambda a, v: str(v)},
                     execute=lambda a, c: "")
 
 
@@ -196,7 +196,7 @@ async def test_raw_tool_validates_its_declared_subset() -> None:
                                               "properties": {"host": {"type": "string"}},
                                               "required": ["host"]},
                                    "tags": {"type": "array", "items": {"type": "string"}}}},
-        output={"schema": {"type": "string"}, "render": lambda a, v: v},
+        output={"schema": {"type": "string"}, "render": lambda a, v: str(v)},
         execute=lambda a, c: "ok"))
     result = await registry.execute(ToolCall(call_id="1", name="cfg", arguments={
         "config": {}, "tags": ["a", 2], "x": 1}))
@@ -217,7 +217,7 @@ async def test_presentation_meta_only_for_top_level_calls() -> None:
 
     registry.register(define_tool(
         name="t", parameters={"type": "object"},
-        output={"schema": {"type": "string"}, "render": lambda a, v: v,
+        output={"schema": {"type": "string"}, "render": lambda a, v: str(v),
                 "presentation_meta": meta},
         present_call=lambda args: GenericCallView(title="T", kind="read"),
         execute=lambda a, c: "four"))
@@ -250,7 +250,7 @@ def test_presenters_see_only_valid_arguments() -> None:
     tool = define_tool(
         name="read", parameters={"type": "object", "properties": {"path": {"type": "string"}},
                                  "required": ["path"], "additionalProperties": False},
-        output={"schema": {"type": "string"}, "render": lambda a, v: v},
+        output={"schema": {"type": "string"}, "render": lambda a, v: str(v)},
         present_call=call_view, present_result=result_view, execute=lambda a, c: "")
     assert tool.present_call is not None and tool.present_result is not None
     assert tool.present_call({"path": "a.txt"}) == GenericCallView(title="A.TXT", kind="read")
@@ -266,7 +266,7 @@ def test_presenters_of_a_pydantic_tool_see_only_what_the_model_accepts() -> None
         lines: int = pydantic.Field(default=10, ge=1)
 
     tool = define_tool(name="head", parameters=Args,
-                       output={"schema": {"type": "string"}, "render": lambda a, v: v},
+                       output={"schema": {"type": "string"}, "render": lambda a, v: str(v)},
                        present_call=lambda args: GenericCallView(title=args["path"]),
                        execute=lambda a, c: "")
     assert tool.present_call is not None

@@ -39,7 +39,7 @@ def echo_tool(**extra: Any) -> Any:
         return str(args["text"])
 
     return define_tool(name="echo", description="Echo.", parameters=ECHO_PARAMS,
-                       output={"schema": {"type": "string"}, "render": lambda a, v: v},
+                       output={"schema": {"type": "string"}, "render": lambda a, v: str(v)},
                        execute=run, **extra)
 
 
@@ -88,7 +88,7 @@ async def test_stage_order_is_fixed() -> None:
 
     registry.register(define_tool(name="t", parameters={"type": "object"},
                                   output={"schema": {"type": "string"},
-                                          "render": lambda a, v: v},
+                                          "render": lambda a, v: str(v)},
                                   execute=body, finalize_content=finalize))
 
     async def pre(execution: ToolExecution, decision: Any) -> None:
@@ -147,7 +147,7 @@ async def test_arguments_are_frozen_snapshots() -> None:
 
     registry.register(define_tool(name="t", parameters={"type": "object"},
                                   output={"schema": {"type": "string"},
-                                          "render": lambda a, v: v}, execute=body))
+                                          "render": lambda a, v: str(v)}, execute=body))
     original = {"list": [1, 2]}
     await registry.execute(call("t", original))
     original["list"].append(3)
@@ -181,7 +181,7 @@ async def test_tool_exceptions_become_failures() -> None:
     for name, fn in (("boom", boom), ("coded", coded)):
         registry.register(define_tool(name=name, parameters={"type": "object"},
                                       output={"schema": {"type": "string"},
-                                              "render": lambda a, v: v}, execute=fn))
+                                              "render": lambda a, v: str(v)}, execute=fn))
     boom_result = await registry.execute(call("boom", {}))
     assert boom_result.text == "Error: ValueError: disk on fire"
     coded_result = await registry.execute(call("coded", {}))
@@ -315,7 +315,7 @@ async def test_contexts_deferred_then_attached_block_keeps_only_its_own() -> Non
 
     registry.register(define_tool(name="t", parameters={"type": "object"},
                                   output={"schema": {"type": "string"},
-                                          "render": lambda a, v: v}, execute=body))
+                                          "render": lambda a, v: str(v)}, execute=body))
     undo = registry.on_post_execute(
         lambda e, r: Accept(contexts=[AdditionalContext(source="post", text="from post")]))
     result = await registry.execute(call("t", {}))
@@ -343,7 +343,8 @@ async def test_finalize_content_runs_once_on_every_outcome() -> None:
         return "ok"
 
     registry.register(define_tool(name="t", parameters={"type": "object"},
-                                  output={"schema": {"type": "string"}, "render": lambda a, v: v},
+                                  output={"schema": {"type": "string"},
+                                          "render": lambda a, v: str(v)},
                                   execute=body, finalize_content=finalize))
     ok = await registry.execute(call("t", {}))
     bad = await registry.execute(call("t", {"fail": True}))
@@ -374,7 +375,8 @@ async def test_a_failing_finalize_content_fails_closed(
         return "password=hunter2"
 
     registry.register(define_tool(name="t", parameters={"type": "object"},
-                                  output={"schema": {"type": "string"}, "render": lambda a, v: v},
+                                  output={"schema": {"type": "string"},
+                                          "render": lambda a, v: str(v)},
                                   execute=body, finalize_content=finalize))
     registry.on_result(lambda e, r: observed.append(r))
     result = await registry.execute(call("t", {}))
@@ -427,7 +429,8 @@ async def test_abort_during_policy_is_aborted_before_dispatch() -> None:
         return "x"
 
     registry.register(define_tool(name="t", parameters={"type": "object"},
-                                  output={"schema": {"type": "string"}, "render": lambda a, v: v},
+                                  output={"schema": {"type": "string"},
+                                          "render": lambda a, v: str(v)},
                                   execute=body))
     controller = AbortController()
 
@@ -472,7 +475,7 @@ async def test_abort_after_body_started_turns_success_into_aborted() -> None:
     for name, fn in (("t", body), ("f", failing)):
         registry.register(define_tool(name=name, parameters={"type": "object"},
                                       output={"schema": {"type": "string"},
-                                              "render": lambda a, v: v}, execute=fn))
+                                              "render": lambda a, v: str(v)}, execute=fn))
     result = await registry.execute(call("t", {}, signal=controller.signal))
     assert settled == ["done"]
     assert result.error is not None and result.error.code == "ABORTED"
@@ -490,7 +493,8 @@ async def test_cooperative_body_sees_the_signal() -> None:
         return "never"
 
     registry.register(define_tool(name="slow", parameters={"type": "object"},
-                                  output={"schema": {"type": "string"}, "render": lambda a, v: v},
+                                  output={"schema": {"type": "string"},
+                                          "render": lambda a, v: str(v)},
                                   execute=slow))
     controller = AbortController()
     asyncio.get_running_loop().call_later(0.02, controller.abort, "user stop")
@@ -513,7 +517,8 @@ async def test_task_cancellation_waits_for_body_and_publishes_result() -> None:
         return "never"
 
     registry.register(define_tool(name="t", parameters={"type": "object"},
-                                  output={"schema": {"type": "string"}, "render": lambda a, v: v},
+                                  output={"schema": {"type": "string"},
+                                          "render": lambda a, v: str(v)},
                                   execute=body))
     registry.on_result(lambda e, r: published.append(r.error.code if r.error else "ok"))
     task = asyncio.create_task(registry.execute(call("t", {})))
@@ -533,7 +538,8 @@ async def test_timeout_wrapper() -> None:
         return "stopped"
 
     registry.register(define_tool(name="slow", parameters={"type": "object"},
-                                  output={"schema": {"type": "string"}, "render": lambda a, v: v},
+                                  output={"schema": {"type": "string"},
+                                          "render": lambda a, v: str(v)},
                                   execute=slow, timeout_ms=20))
     # declarative until the wrapper is installed
     controller = AbortController()
@@ -555,7 +561,8 @@ async def test_wrapper_may_replace_signal_but_caller_stays_fused() -> None:
         return "x"
 
     registry.register(define_tool(name="t", parameters={"type": "object"},
-                                  output={"schema": {"type": "string"}, "render": lambda a, v: v},
+                                  output={"schema": {"type": "string"},
+                                          "render": lambda a, v: str(v)},
                                   execute=body))
     substitute = AbortController()
 
@@ -750,7 +757,8 @@ async def test_the_run_context_is_the_execution() -> None:
         return "ok"
 
     registry.register(define_tool(name="t", parameters={"type": "object"},
-                                  output={"schema": {"type": "string"}, "render": lambda a, v: v},
+                                  output={"schema": {"type": "string"},
+                                          "render": lambda a, v: str(v)},
                                   execute=body))
     parent = ExecutionToken()
     await registry.execute(ToolCall(call_id="c7", name="t", arguments={"k": 1},

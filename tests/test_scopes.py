@@ -15,7 +15,7 @@ def tool(name: str, result: str = "") -> Any:
         return result or name
 
     return define_tool(name=name, description=f"{name} tool", parameters={"type": "object"},
-                       output={"schema": {"type": "string"}, "render": lambda a, v: v},
+                       output={"schema": {"type": "string"}, "render": lambda a, v: str(v)},
                        execute=run)
 
 
@@ -158,7 +158,7 @@ def test_schemas_are_detached_copies() -> None:
     registry.register(define_tool(
         name="t", description="d",
         parameters={"type": "object", "properties": {"x": {"type": "string"}}},
-        output={"schema": {"type": "string"}, "render": lambda a, v: v},
+        output={"schema": {"type": "string"}, "render": lambda a, v: str(v)},
         execute=lambda a, c: "x"))
     schemas = registry.schemas()
     assert schemas == [{"name": "t", "description": "d", "parameters": {

@@ -35,7 +35,7 @@ def echo() -> Any:
     return define_tool(name="echo", description="Echo text.",
                        parameters={"type": "object", "properties": {"text": {"type": "string"}},
                                    "required": ["text"]},
-                       output={"schema": {"type": "string"}, "render": lambda a, v: v},
+                       output={"schema": {"type": "string"}, "render": lambda a, v: str(v)},
                        execute=lambda args, ctx: args["text"])
 
 
@@ -60,7 +60,7 @@ class Probe:
             return f"{name} {ctx.call_id}"
 
         return define_tool(name=name, parameters={"type": "object"},
-                           output={"schema": {"type": "string"}, "render": lambda a, v: v},
+                           output={"schema": {"type": "string"}, "render": lambda a, v: str(v)},
                            execute=body, is_concurrency_safe=(lambda a: True) if safe else None)
 
 
@@ -291,12 +291,12 @@ async def test_scope_and_tools_registered_mid_run(
     async def learn(args: Any, ctx: ToolRunContext) -> str:
         scope.register(define_tool(name="late", parameters={"type": "object"},
                                    output={"schema": {"type": "string"},
-                                           "render": lambda a, v: v},
+                                           "render": lambda a, v: str(v)},
                                    execute=lambda a, c: "late"))
         return "learned"
 
     scope.register(define_tool(name="learn", parameters={"type": "object"},
-                               output={"schema": {"type": "string"}, "render": lambda a, v: v},
+                               output={"schema": {"type": "string"}, "render": lambda a, v: str(v)},
                                execute=learn))
     server.answer(None, [("l1", "learn", {})])
     server.answer(None, [("l2", "late", {})])
@@ -321,7 +321,8 @@ async def test_abort_during_a_tool_call_ends_the_run(
         return "stopped"
 
     registry.register(define_tool(name="wait", parameters={"type": "object"},
-                                  output={"schema": {"type": "string"}, "render": lambda a, v: v},
+                                  output={"schema": {"type": "string"},
+                                          "render": lambda a, v: str(v)},
                                   execute=wait))
     server.answer(None, [("w", "wait", {})])
 
@@ -364,7 +365,8 @@ async def test_cancelling_the_run_settles_tools_and_reports_it(
         return "never"
 
     registry.register(define_tool(name="wait", parameters={"type": "object"},
-                                  output={"schema": {"type": "string"}, "render": lambda a, v: v},
+                                  output={"schema": {"type": "string"},
+                                          "render": lambda a, v: str(v)},
                                   execute=wait, is_concurrency_safe=lambda a: True))
     events: list[dict[str, Any]] = []
     registry.on_event(lambda e: events.append(dict(e)))

@@ -154,7 +154,7 @@ async def test_through_the_pipeline_the_denial_names_the_policy() -> None:
     registry = ToolRegistry(approval=NotebookApprovals("reject", interactive=False))
     registry.register(define_tool(name="rm", parameters={"type": "object"},
                                   output={"schema": {"type": "string"},
-                                          "render": lambda a, v: v},
+                                          "render": lambda a, v: str(v)},
                                   execute=lambda a, c: "gone"))
     registry.on_pre_execute(lambda e, d: Ask("destructive"))
     result = await registry.execute(ToolCall(call_id="c1", name="rm"))
