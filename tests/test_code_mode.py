@@ -104,7 +104,8 @@ def test_mode_contributions_and_sections() -> None:
     assert rule is not None and "Only `run_code`" in rule.text
     sdk = prompt.section("tools:sdk")
     assert sdk is not None and "async def echo(self, args: EchoArgs) -> EchoOutput" in sdk.text
-    assert prompt.tools[0]["parameters"]["required"] == ["code", "description"]
+    parameters = prompt.tools[0]["parameters"]
+    assert isinstance(parameters, dict) and parameters["required"] == ["code", "description"]
 
     both = code_registry(mode="both")
     both.register(echo())
@@ -436,7 +437,7 @@ async def test_outer_abort_aborts_in_flight_and_abandons_queued_calls(
                                           "render": lambda a, v: str(v)},
                                   execute=slow))
     events: list[str] = []
-    registry.on_event(lambda e: events.append(f"{e['kind']} {e['call_id']}"))
+    registry.on_event(lambda e: events.append(f"{e['kind']} {e.get('call_id')}"))
     controller = AbortController()
     loop = asyncio.get_running_loop()
     # Abort once the first call is running (a real wait, whatever the runtime's start).

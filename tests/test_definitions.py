@@ -19,7 +19,8 @@ from dsh_jupyter import (
     define_tool,
 )
 from dsh_jupyter.errors import RegistrationError, UnsupportedSchemaError
-from dsh_jupyter.registry import GenericCallView
+from dsh_jupyter.json_value import JsonValue
+from dsh_jupyter.registry import DurableResult, GenericCallView
 from dsh_jupyter.registry.definition import _DUMP_SLICE
 
 
@@ -32,7 +33,7 @@ def test_schema_from_type_hints() -> None:
     definition = define_tool(read_file)
     assert definition.name == "read_file"
     assert definition.description == "Read a file."
-    params = definition.parameters
+    params: Any = definition.parameters
     assert params["type"] == "object"
     assert params["required"] == ["path"]
     assert params["properties"]["path"] == {"type": "string"}
@@ -61,8 +62,9 @@ async def test_pydantic_model_parameter_and_dataclass_output() -> None:
 
     definition = registry.get("search")
     assert definition is not None
-    assert definition.parameters["properties"]["query"]["description"] == "What to look for"
-    assert "ctx" not in definition.parameters["properties"]
+    properties: Any = definition.parameters["properties"]
+    assert properties["query"]["description"] == "What to look for"
+    assert "ctx" not in properties
     result = await registry.execute(ToolCall(call_id="c1", name="search",
                                              arguments={"query": "q", "limit": 2}))
     assert result.value == [{"path": "q", "line": 2}]
@@ -254,9 +256,11 @@ def test_presenters_see_only_valid_arguments() -> None:
         present_call=call_view, present_result=result_view, execute=lambda a, c: "")
     assert tool.present_call is not None and tool.present_result is not None
     assert tool.present_call({"path": "a.txt"}) == GenericCallView(title="A.TXT", kind="read")
-    for old in ({}, {"path": 3}, {"file": "a.txt"}, "not an object", None):
+    stale: tuple[JsonValue, ...] = ({}, {"path": 3}, {"file": "a.txt"}, "not an object", None)
+    durable = DurableResult(is_error=False, content=())
+    for old in stale:
         assert tool.present_call(old) is None
-        assert tool.present_result(old, object()) is None
+        assert tool.present_result(old, durable) is None
     assert seen == [{"path": "a.txt"}]
 
 
@@ -265,10 +269,12 @@ def test_presenters_of_a_pydantic_tool_see_only_what_the_model_accepts() -> None
         path: str
         lines: int = pydantic.Field(default=10, ge=1)
 
+    def call_view(args: Any) -> GenericCallView:
+        return GenericCallView(title=args["path"])
+
     tool = define_tool(name="head", parameters=Args,
                        output={"schema": {"type": "string"}, "render": lambda a, v: str(v)},
-                       present_call=lambda args: GenericCallView(title=args["path"]),
-                       execute=lambda a, c: "")
+                       present_call=call_view, execute=lambda a, c: "")
     assert tool.present_call is not None
     assert tool.present_call({"path": "x"}) == GenericCallView(title="x")
     assert tool.present_call({"path": "x", "lines": 0}) is None  # fails the model's check
@@ -295,4 +301,4 @@ async def test_execution_carries_the_definition() -> None:
 
     registry.on_pre_execute(pre)
     await registry.execute(ToolCall(call_id="1", name="t"))
-    assert seen[0] is registry.get("t") and seen[0].timeout_ms == 500
+    assert seen[0].timeout_ms == 500 and seen[0] is registry.get("t")

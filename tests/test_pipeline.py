@@ -23,11 +23,13 @@ from dsh_jupyter import (
     ToolError,
     ToolExecution,
     ToolRegistry,
+    ToolResult,
     ToolRunContext,
     define_tool,
     enforce_timeouts,
 )
 from dsh_jupyter.json_dump import dump_json
+from dsh_jupyter.json_value import JsonValue
 from dsh_jupyter.registry.execution import ExecutionToken
 from dsh_jupyter.registry.offload import LARGE_NODES, LARGE_TEXT, is_large
 
@@ -333,7 +335,7 @@ async def test_finalize_content_runs_once_on_every_outcome() -> None:
     registry = ToolRegistry()
     seen: list[bool] = []
 
-    def finalize(execution: ToolExecution, result: Any) -> str:
+    def finalize(execution: ToolExecution, result: ToolResult) -> str:
         seen.append(result.is_error)
         return "final: " + result.text
 
@@ -383,7 +385,7 @@ async def test_a_failing_finalize_content_fails_closed(
     assert result.error is not None and result.error.code == "HOOK_FAILED"
     assert "finalize_content of t failed" in result.text
     assert "hunter2" not in result.text and "hunter2" not in result.error.message
-    assert not hasattr(result, "value") or result.value is None  # type: ignore[attr-defined]
+    assert not hasattr(result, "value") or result.value is None
     assert [c.text for c in result.additional_contexts] == ["kept"]
     assert observed == [result]
     assert "finalize_content of t failed" in caplog.text
@@ -412,7 +414,7 @@ async def test_pre_aborted_call_skips_every_policy_stage() -> None:
     registry.register(echo_tool())
     seen: list[str] = []
     registry.on_pre_execute(lambda e, d: seen.append("pre"))
-    registry.guard(lambda e: seen.append("guard") and None)
+    registry.guard(lambda e: seen.append("guard"))
     controller = AbortController()
     controller.abort("user stop")
     result = await registry.execute(call(signal=controller.signal))
@@ -506,7 +508,7 @@ async def test_cooperative_body_sees_the_signal() -> None:
 async def test_task_cancellation_waits_for_body_and_publishes_result() -> None:
     registry = ToolRegistry()
     finished: list[str] = []
-    published: list[str] = []
+    published: list[str | None] = []
 
     async def body(args: Any, ctx: ToolRunContext) -> str:
         try:
@@ -710,7 +712,7 @@ async def test_a_large_replacement_value_is_rendered_off_the_loop_too() -> None:
     loop_thread = threading.get_ident()
     seen: dict[str, set[int]] = {}
     registry = threaded_registry(seen)
-    big = list(range(LARGE_NODES * 2))
+    big: list[JsonValue] = [*range(LARGE_NODES * 2)]
     registry.on_post_execute(lambda execution, result: Accept(value=big))
     result = await registry.execute(call("numbers", {"n": 1}))
     assert result.value == big and result.meta == {"count": len(big)}

@@ -71,7 +71,8 @@ async def test_a_response_expecting_other_tools_fails() -> None:
 
 
 async def test_a_call_to_a_tool_not_offered_fails_unless_allowed() -> None:
-    script = [{"tool_calls": [{"name": "search", "arguments": {}}]}, {"content": "done"}]
+    script: list[dict[str, Any]] = [{"tool_calls": [{"name": "search", "arguments": {}}]},
+                                    {"content": "done"}]
     result = await run_agent(registry_with_echo(), ScriptedModel(script), "go")
     assert isinstance(result.error, ScriptMismatchError)
     assert "calls 'search', which the request does not offer (offered: echo)" in str(

@@ -23,6 +23,7 @@ from reliability_support import (
     json_tool,
     marked,
     none_marked,
+    returned_by,
     rss_bytes,
     run_code,
     sized,
@@ -223,7 +224,7 @@ return {"ok": ok, "refused": len(refused), "why": sorted(set(refused))}
 """
     result = await run_code(registry, program)
     assert result.error is None, result
-    value = result.value["result"]
+    value = returned_by(result)
     assert value["ok"] + value["refused"] == 2000
     assert all("too many calls in flight" in why for why in value["why"])
     settlement = log.settlement()

@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 
 import pytest
-from reliability_support import Harness, code_registry, echo_body, json_tool, run_code
+from reliability_support import Harness, code_registry, echo_body, json_tool, returned_by, run_code
 
 from dsh_jupyter.kernel.logs import OutputBudget
 
@@ -39,7 +39,7 @@ async def test_replies_a_program_never_reads(harness: Harness) -> None:
     await asyncio.sleep(0.5)
     calm = await run_code(innocent, INNOCENT, call_id="innocent")
     result = await flood
-    assert calm.error is None and calm.value["result"] == list(range(10))  # type: ignore[index]
+    assert calm.error is None and returned_by(calm) == list(range(10))
     assert result.error is not None
     assert result.error.message.startswith("code run failed (call-limit): the program sent "
                                            "tool calls faster than it read their replies")
@@ -103,7 +103,7 @@ async def test_a_huge_value_comes_back_whole(harness: Harness) -> None:
     registry, log = await harness.registry(wall_seconds=120)
     result = await run_code(registry, "return [7] * 5_000_000")
     assert result.error is None, result.error
-    value = result.value["result"]  # type: ignore[index]
+    value = returned_by(result)
     assert len(value) == 5_000_000 and value[0] == value[-1] == 7
     log.settlement()
     assert not await harness.finish()

@@ -142,7 +142,8 @@ async def test_dispose_stops_following() -> None:
     assert isinstance(approvals, NotebookApprovals)
     with LiveView(registry) as view:
         await run(registry, "return 1")
-        assert view.following and approvals._hosts == [view]
+        # A tuple: after `assert view.following` mypy would take it as True past the block.
+        assert (view.following, approvals._hosts) == (True, [view])
     assert not view.following and approvals._hosts == []
     await run(registry, "return 2", call_id="r2")
     assert len(view.cards) == 1
