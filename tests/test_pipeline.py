@@ -489,8 +489,10 @@ async def test_abort_after_body_started_turns_success_into_aborted() -> None:
 
 async def test_cooperative_body_sees_the_signal() -> None:
     registry = ToolRegistry()
+    started = asyncio.Event()
 
     async def slow(args: Any, ctx: ToolRunContext) -> str:
+        started.set()
         await ctx.signal.run(asyncio.sleep(10))
         return "never"
 
@@ -499,8 +501,10 @@ async def test_cooperative_body_sees_the_signal() -> None:
                                           "render": lambda a, v: str(v)},
                                   execute=slow))
     controller = AbortController()
-    asyncio.get_running_loop().call_later(0.02, controller.abort, "user stop")
-    result = await registry.execute(call("slow", {}, signal=controller.signal))
+    task = asyncio.create_task(registry.execute(call("slow", {}, signal=controller.signal)))
+    await started.wait()
+    controller.abort("user stop")
+    result = await task
     assert result.error is not None and result.error.code == "ABORTED"
     assert "user stop" in result.error.message
 
@@ -509,8 +513,10 @@ async def test_task_cancellation_waits_for_body_and_publishes_result() -> None:
     registry = ToolRegistry()
     finished: list[str] = []
     published: list[str | None] = []
+    started = asyncio.Event()
 
     async def body(args: Any, ctx: ToolRunContext) -> str:
+        started.set()
         try:
             await asyncio.sleep(10)
         finally:
@@ -524,7 +530,7 @@ async def test_task_cancellation_waits_for_body_and_publishes_result() -> None:
                                   execute=body))
     registry.on_result(lambda e, r: published.append(r.error.code if r.error else "ok"))
     task = asyncio.create_task(registry.execute(call("t", {})))
-    await asyncio.sleep(0.01)
+    await started.wait()
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task
@@ -556,9 +562,11 @@ async def test_timeout_wrapper() -> None:
 async def test_wrapper_may_replace_signal_but_caller_stays_fused() -> None:
     registry = ToolRegistry()
     seen: list[Any] = []
+    started = asyncio.Event()
 
     async def body(args: Any, ctx: ToolRunContext) -> str:
         seen.append(ctx.signal)
+        started.set()
         await ctx.signal.wait()
         return "x"
 
@@ -573,8 +581,10 @@ async def test_wrapper_may_replace_signal_but_caller_stays_fused() -> None:
 
     registry.on_execute(around)
     caller = AbortController()
-    asyncio.get_running_loop().call_later(0.01, caller.abort, "caller")
-    result = await registry.execute(call("t", {}, signal=caller.signal))
+    task = asyncio.create_task(registry.execute(call("t", {}, signal=caller.signal)))
+    await started.wait()
+    caller.abort("caller")
+    result = await task
     assert seen[0] is not caller.signal and seen[0].reason == "caller"
     assert result.error is not None and result.error.code == "ABORTED"
 
