@@ -316,7 +316,7 @@ async def test_abort_during_a_tool_call_ends_the_run(
     controller = AbortController()
 
     async def wait(args: Any, ctx: ToolRunContext) -> str:
-        asyncio.get_running_loop().call_later(0.05, controller.abort, "user stop")
+        asyncio.get_running_loop().call_soon(controller.abort, "user stop")  # once this waits
         await ctx.signal.wait()
         return "stopped"
 
@@ -337,11 +337,13 @@ async def test_abort_during_the_model_request(
         server: ChatServer, model: OpenAIChatModel) -> None:
     server.answer("too late", delay=10)
     controller = AbortController()
-    asyncio.get_running_loop().call_later(0.1, controller.abort, "user stop")
     loop = asyncio.get_running_loop()
     began = loop.time()
 
-    result = await run_agent(ToolRegistry(), model, "go", signal=controller.signal)
+    run = asyncio.create_task(run_agent(ToolRegistry(), model, "go", signal=controller.signal))
+    await server.until_received(1)
+    controller.abort("user stop")
+    result = await run
 
     assert result.stop == "aborted" and loop.time() - began < 5
     assert result.accounting.steps == 1 and result.responses == ()
