@@ -202,7 +202,7 @@ import sys
 bridge = sys.modules["_dsh_jupyter_inkernel"].runtime.bridge
 first = await tools.echo({"over": "socket"})
 bridge._carrier.cancel()  # closes the socket: the kernel falls back to the comm
-await asyncio.sleep(0.1)
+await asyncio.wait([bridge._carrier])  # once the carrier task has ended
 second = await tools.echo({"over": "comm"})
 return [first["args"], second["args"]]
 """
