@@ -113,8 +113,10 @@ async def test_without_an_answer_the_policy_answers_after_the_timeout() -> None:
 async def test_an_aborted_call_stops_waiting() -> None:
     controller = AbortController()
     service = NotebookApprovals("approve", interactive=True)
+    host = Host()
+    service.add_host(host)
     pending = asyncio.ensure_future(service.request(execution(controller.signal), None))
-    await asyncio.sleep(0.01)
+    await host.next_card()  # the prompt is up: the call waits for an answer
     controller.abort("user interrupted")
     assert await pending == Approval(approved=False, answered_by="abort",
                                      note="user interrupted")
