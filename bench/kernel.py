@@ -241,7 +241,7 @@ async def gateway_figures(n: int) -> None:
     """The same measures on kernels started by a Jupyter Kernel Gateway on 127.0.0.1 (started
     here, rate limit off as docs/remote-kernels.md recommends)."""
     sys.path.insert(0, str(GATEWAY_TESTS))
-    from gateway_support import start_gateway  # type: ignore[import-not-found]
+    from gateway_support import start_gateway
 
     with tempfile.TemporaryDirectory(prefix="dsh-bench-gateway-") as directory:
         local = await asyncio.to_thread(start_gateway, Path(directory), extra_args=(

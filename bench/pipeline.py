@@ -49,7 +49,7 @@ def make_registry(hooks: bool) -> ToolRegistry:
     registry = ToolRegistry()
     registry.register(define_tool(
         name="noop", parameters={"type": "object", "properties": {"x": {"type": "integer"}}},
-        output={"schema": {"type": "string"}, "render": lambda a, v: v}, execute=noop_body))
+        output={"schema": {"type": "string"}, "render": lambda a, v: str(v)}, execute=noop_body))
     if hooks:
         async def pre(execution: Any, decision: Any) -> None:
             return None

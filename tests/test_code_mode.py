@@ -81,7 +81,7 @@ def echo() -> Any:
     return define_tool(name="echo", description="Echo text.",
                        parameters={"type": "object", "properties": {"text": {"type": "string"}},
                                    "required": ["text"]},
-                       output={"schema": {"type": "string"}, "render": lambda a, v: v},
+                       output={"schema": {"type": "string"}, "render": lambda a, v: str(v)},
                        execute=lambda args, ctx: args["text"])
 
 
@@ -104,7 +104,8 @@ def test_mode_contributions_and_sections() -> None:
     assert rule is not None and "Only `run_code`" in rule.text
     sdk = prompt.section("tools:sdk")
     assert sdk is not None and "async def echo(self, args: EchoArgs) -> EchoOutput" in sdk.text
-    assert prompt.tools[0]["parameters"]["required"] == ["code", "description"]
+    parameters = prompt.tools[0]["parameters"]
+    assert isinstance(parameters, dict) and parameters["required"] == ["code", "description"]
 
     both = code_registry(mode="both")
     both.register(echo())
@@ -144,7 +145,8 @@ def test_code_mode_without_runtime_fails_loudly() -> None:
 def test_sdk_section_is_deterministic() -> None:
     first, second = code_registry(), code_registry()
     tools = [echo(), define_tool(name="zeta", parameters={"type": "object"},
-                                 output={"schema": {"type": "string"}, "render": lambda a, v: v},
+                                 output={"schema": {"type": "string"},
+                                         "render": lambda a, v: str(v)},
                                  execute=lambda a, c: "")]
     for t in tools:
         first.register(t)
@@ -424,28 +426,27 @@ async def test_outer_abort_aborts_in_flight_and_abandons_queued_calls(
         code_runtime: CodeRuntime) -> None:
     registry = code_registry(code_runtime)
     seen_signals: list[Any] = []
+    running = asyncio.Event()
 
     async def slow(args: Any, ctx: ToolRunContext) -> str:
         seen_signals.append(ctx.signal)
+        running.set()
         await ctx.signal.wait()
         return "stopped"
 
     registry.register(define_tool(name="slow", parameters={"type": "object"},
-                                  output={"schema": {"type": "string"}, "render": lambda a, v: v},
+                                  output={"schema": {"type": "string"},
+                                          "render": lambda a, v: str(v)},
                                   execute=slow))
     events: list[str] = []
-    registry.on_event(lambda e: events.append(f"{e['kind']} {e['call_id']}"))
+    registry.on_event(lambda e: events.append(f"{e['kind']} {e.get('call_id')}"))
     controller = AbortController()
-    loop = asyncio.get_running_loop()
-    # Abort once the first call is running (a real wait, whatever the runtime's start).
-    def abort_soon(execution: ToolExecution, decision: Any) -> None:
-        if execution.name == "slow" and not seen_signals:
-            loop.call_later(0.05, controller.abort, "user stop")
-
-    registry.on_pre_execute(abort_soon)
     code = ("print('before')\n"
             "await asyncio.gather(tools.slow({}), tools.slow({}), tools.slow({}))")
-    result = await run(registry, code, signal=controller.signal)
+    task = asyncio.create_task(run(registry, code, signal=controller.signal))
+    await running.wait()  # the first call runs; the other two wait behind it (or are on the way)
+    controller.abort("user stop")
+    result = await task
     # 000: an abort after invocation replaces only a success; the run's own failure stays
     # CODE_RUN_FAILED, kind abort, with the lines printed so far.
     assert result.error is not None and result.error.code == "CODE_RUN_FAILED"
@@ -467,7 +468,8 @@ async def test_settlement_aborts_sub_calls_the_program_did_not_await(
         return "x"
 
     registry.register(define_tool(name="slow", parameters={"type": "object"},
-                                  output={"schema": {"type": "string"}, "render": lambda a, v: v},
+                                  output={"schema": {"type": "string"},
+                                          "render": lambda a, v: str(v)},
                                   execute=slow))
     events: list[str] = []
     registry.on_event(lambda e: events.append(e["kind"]))
@@ -481,8 +483,10 @@ async def test_settlement_aborts_sub_calls_the_program_did_not_await(
 async def test_cancelling_the_outer_task_settles_sub_calls(code_runtime: CodeRuntime) -> None:
     registry = code_registry(code_runtime)
     stopped: list[str] = []
+    started = asyncio.Event()
 
     async def slow(args: Any, ctx: ToolRunContext) -> str:
+        started.set()
         try:
             await ctx.signal.wait()
         finally:
@@ -490,15 +494,13 @@ async def test_cancelling_the_outer_task_settles_sub_calls(code_runtime: CodeRun
         return "x"
 
     registry.register(define_tool(name="slow", parameters={"type": "object"},
-                                  output={"schema": {"type": "string"}, "render": lambda a, v: v},
+                                  output={"schema": {"type": "string"},
+                                          "render": lambda a, v: str(v)},
                                   execute=slow))
     events: list[str] = []
     registry.on_event(lambda e: events.append(e["kind"]))
-    started = asyncio.Event()
-    registry.on_pre_execute(lambda e, d: started.set() if e.name == "slow" else None)
     task = asyncio.create_task(run(registry, "await tools.slow({})"))
     await started.wait()
-    await asyncio.sleep(0.01)  # let the body reach its wait
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task

@@ -101,11 +101,12 @@ async def _fn(x: int) -> int:
 
 
 @pytest.mark.parametrize("build", [
-    lambda: define_tool(_fn, nmae="x"),
-    lambda: define_tool(nmae="x"),
-    lambda: define_tool(name="t", paramters={"type": "object"}, output=OUTPUT, execute=_body),
-    lambda: ToolRegistry().tool(timeout=5)(_fn),
-    lambda: ToolRegistry().tool(_fn, timeout=5),
+    lambda: define_tool(_fn, nmae="x"),  # type: ignore[call-overload]
+    lambda: define_tool(nmae="x"),  # type: ignore[call-overload]
+    lambda: define_tool(  # type: ignore[call-overload]
+        name="t", paramters={"type": "object"}, output=OUTPUT, execute=_body),
+    lambda: ToolRegistry().tool(timeout=5)(_fn),  # type: ignore[call-overload]
+    lambda: ToolRegistry().tool(_fn, timeout=5),  # type: ignore[call-overload]
 ], ids=["function", "decorator", "schemas", "registry-decorator", "registry-function"])
 def test_an_unknown_keyword_is_a_type_error(build: Any) -> None:
     with pytest.raises(TypeError, match="unexpected keyword argument"):

@@ -19,7 +19,8 @@ from dsh_jupyter import (
     define_tool,
 )
 from dsh_jupyter.errors import RegistrationError, UnsupportedSchemaError
-from dsh_jupyter.registry import GenericCallView
+from dsh_jupyter.json_value import JsonValue
+from dsh_jupyter.registry import DurableResult, GenericCallView
 from dsh_jupyter.registry.definition import _DUMP_SLICE
 
 
@@ -32,7 +33,7 @@ def test_schema_from_type_hints() -> None:
     definition = define_tool(read_file)
     assert definition.name == "read_file"
     assert definition.description == "Read a file."
-    params = definition.parameters
+    params: Any = definition.parameters
     assert params["type"] == "object"
     assert params["required"] == ["path"]
     assert params["properties"]["path"] == {"type": "string"}
@@ -61,8 +62,9 @@ async def test_pydantic_model_parameter_and_dataclass_output() -> None:
 
     definition = registry.get("search")
     assert definition is not None
-    assert definition.parameters["properties"]["query"]["description"] == "What to look for"
-    assert "ctx" not in definition.parameters["properties"]
+    properties: Any = definition.parameters["properties"]
+    assert properties["query"]["description"] == "What to look for"
+    assert "ctx" not in properties
     result = await registry.execute(ToolCall(call_id="c1", name="search",
                                              arguments={"query": "q", "limit": 2}))
     assert result.value == [{"path": "q", "line": 2}]
@@ -169,13 +171,13 @@ def test_unsupported_raw_schema_is_rejected_with_every_violation() -> None:
         "b": {"type": "string", "pattern": "^x"}}}
     with pytest.raises(UnsupportedSchemaError) as info:
         define_tool(name="t", parameters=schema,
-                    output={"schema": {"type": "string"}, "render": lambda a, v: v},
+                    output={"schema": {"type": "string"}, "render": lambda a, v: str(v)},
                     execute=lambda a, c: "")
     assert info.value.code == "UNSUPPORTED_SCHEMA"
     assert len(info.value.violations) >= 2
     # opting out leaves validation to the tool
     definition = define_tool(name="t", parameters=schema, allow_unsupported_schema=True,
-                             output={"schema": {"type": "string"}, "render": lambda a, v: v},
+                             output={"schema": {"type": "string"}, "render": lambda a, v: str(v)},
                              execute=lambda a, c: "")
     assert definition.validator is None
 
@@ -183,7 +185,7 @@ def test_unsupported_raw_schema_is_rejected_with_every_violation() -> None:
 def test_parameters_must_be_an_object_schema() -> None:
     with pytest.raises(RegistrationError, match="must describe an object"):
         define_tool(name="t", parameters={"type": "string"},
-                    output={"schema": {"type": "string"}, "render": lambda a, v: v},
+                    output={"schema": {"type": "string"}, "render": lambda a, v: str(v)},
                     execute=lambda a, c: "")
 
 
@@ -196,7 +198,7 @@ async def test_raw_tool_validates_its_declared_subset() -> None:
                                               "properties": {"host": {"type": "string"}},
                                               "required": ["host"]},
                                    "tags": {"type": "array", "items": {"type": "string"}}}},
-        output={"schema": {"type": "string"}, "render": lambda a, v: v},
+        output={"schema": {"type": "string"}, "render": lambda a, v: str(v)},
         execute=lambda a, c: "ok"))
     result = await registry.execute(ToolCall(call_id="1", name="cfg", arguments={
         "config": {}, "tags": ["a", 2], "x": 1}))
@@ -217,7 +219,7 @@ async def test_presentation_meta_only_for_top_level_calls() -> None:
 
     registry.register(define_tool(
         name="t", parameters={"type": "object"},
-        output={"schema": {"type": "string"}, "render": lambda a, v: v,
+        output={"schema": {"type": "string"}, "render": lambda a, v: str(v),
                 "presentation_meta": meta},
         present_call=lambda args: GenericCallView(title="T", kind="read"),
         execute=lambda a, c: "four"))
@@ -250,13 +252,15 @@ def test_presenters_see_only_valid_arguments() -> None:
     tool = define_tool(
         name="read", parameters={"type": "object", "properties": {"path": {"type": "string"}},
                                  "required": ["path"], "additionalProperties": False},
-        output={"schema": {"type": "string"}, "render": lambda a, v: v},
+        output={"schema": {"type": "string"}, "render": lambda a, v: str(v)},
         present_call=call_view, present_result=result_view, execute=lambda a, c: "")
     assert tool.present_call is not None and tool.present_result is not None
     assert tool.present_call({"path": "a.txt"}) == GenericCallView(title="A.TXT", kind="read")
-    for old in ({}, {"path": 3}, {"file": "a.txt"}, "not an object", None):
+    stale: tuple[JsonValue, ...] = ({}, {"path": 3}, {"file": "a.txt"}, "not an object", None)
+    durable = DurableResult(is_error=False, content=())
+    for old in stale:
         assert tool.present_call(old) is None
-        assert tool.present_result(old, object()) is None
+        assert tool.present_result(old, durable) is None
     assert seen == [{"path": "a.txt"}]
 
 
@@ -265,10 +269,12 @@ def test_presenters_of_a_pydantic_tool_see_only_what_the_model_accepts() -> None
         path: str
         lines: int = pydantic.Field(default=10, ge=1)
 
+    def call_view(args: Any) -> GenericCallView:
+        return GenericCallView(title=args["path"])
+
     tool = define_tool(name="head", parameters=Args,
-                       output={"schema": {"type": "string"}, "render": lambda a, v: v},
-                       present_call=lambda args: GenericCallView(title=args["path"]),
-                       execute=lambda a, c: "")
+                       output={"schema": {"type": "string"}, "render": lambda a, v: str(v)},
+                       present_call=call_view, execute=lambda a, c: "")
     assert tool.present_call is not None
     assert tool.present_call({"path": "x"}) == GenericCallView(title="x")
     assert tool.present_call({"path": "x", "lines": 0}) is None  # fails the model's check
@@ -295,4 +301,4 @@ async def test_execution_carries_the_definition() -> None:
 
     registry.on_pre_execute(pre)
     await registry.execute(ToolCall(call_id="1", name="t"))
-    assert seen[0] is registry.get("t") and seen[0].timeout_ms == 500
+    assert seen[0].timeout_ms == 500 and seen[0] is registry.get("t")

@@ -14,7 +14,7 @@ async def test_top_level_calls_write_call_and_result_events(tmp_path: Path) -> N
     registry = ToolRegistry()
     registry.register(define_tool(
         name="t", parameters={"type": "object"},
-        output={"schema": {"type": "string"}, "render": lambda a, v: v,
+        output={"schema": {"type": "string"}, "render": lambda a, v: str(v),
                 "presentation_meta": lambda a, v: {"n": 1}},
         execute=lambda a, c: "out"))
     log = tmp_path / "session.jsonl"
@@ -41,7 +41,8 @@ def test_malformed_log_lines_are_reported(tmp_path: Path) -> None:
 async def test_failing_sink_does_not_break_execution(caplog: pytest.LogCaptureFixture) -> None:
     registry = ToolRegistry()
     registry.register(define_tool(name="t", parameters={"type": "object"},
-                                  output={"schema": {"type": "string"}, "render": lambda a, v: v},
+                                  output={"schema": {"type": "string"},
+                                          "render": lambda a, v: str(v)},
                                   execute=lambda a, c: "x"))
 
     def broken(event: Any) -> None:

@@ -55,8 +55,8 @@ def _imports(node: ast.AST, typing_too: bool) -> Iterator[ast.Import | ast.Impor
         yield node
         return
     if isinstance(node, ast.If) and _is_type_checking(node.test) and not typing_too:
-        for child in node.orelse:
-            yield from _imports(child, typing_too)
+        for statement in node.orelse:
+            yield from _imports(statement, typing_too)
         return
     for child in ast.iter_child_nodes(node):
         yield from _imports(child, typing_too)

@@ -18,6 +18,7 @@ from dsh_jupyter.json_value import (
     _CHUNK_CHARS,
     FrozenDict,
     FrozenList,
+    JsonValue,
     NotJsonError,
     is_json_integer,
     snapshot_json,
@@ -39,12 +40,13 @@ def test_snapshot_is_frozen_and_detached() -> None:
     source = {"a": [1, {"b": "c"}]}
     snap = snapshot_json(source)
     assert isinstance(snap, FrozenDict) and isinstance(snap["a"], FrozenList)
-    source["a"].append(2)  # type: ignore[attr-defined]
+    source["a"].append(2)
     assert snap == {"a": [1, {"b": "c"}]}
     with pytest.raises(TypeError):
-        snap["a"] = 1  # type: ignore[index]
+        snap["a"] = 1
     thawed = thaw(snap)
-    thawed["a"] = 1  # type: ignore[index]
+    assert isinstance(thawed, dict)
+    thawed["a"] = 1
     assert json.loads(json.dumps(snap)) == {"a": [1, {"b": "c"}]}
 
 
@@ -85,8 +87,8 @@ def test_a_frozen_value_is_its_own_snapshot() -> None:
     """A sub-call's arguments pass several stages that snapshot them: once frozen they
     are taken as they are (walked once), and a thawed copy is still a copy."""
     frozen = snapshot_json({"a": [1, {"b": "c"}]})
-    assert snapshot_json(frozen) is frozen
-    assert snapshot_json(frozen["a"]) is frozen["a"]  # type: ignore[index]
+    assert snapshot_json(frozen) is frozen and isinstance(frozen, FrozenDict)
+    assert snapshot_json(frozen["a"]) is frozen["a"]
     thawed = snapshot_json(frozen, freeze=False)
     assert thawed == frozen and thawed is not frozen and type(thawed) is dict
 
@@ -106,7 +108,7 @@ def test_five_thousand_levels_snapshot_and_dump() -> None:
 
 
 def test_dump_matches_json_module() -> None:
-    value = {"a": [1, 2.5, None, True, "é\"\n"], "b": {}, "c": []}
+    value: JsonValue = {"a": [1, 2.5, None, True, "é\"\n"], "b": {}, "c": []}
     assert json.loads(dump_json(value)) == value
     assert dump_json(value, indent=2) == json.dumps(value, indent=2, ensure_ascii=False)
 
@@ -144,7 +146,7 @@ def reference_dump(value: Any, *, indent: int | None = None, compact_depth: int 
         elif isinstance(node, dict | list):
             is_dict = isinstance(node, dict)
             open_, close = ("{", "}") if is_dict else ("[", "]")
-            items = list(node.items()) if is_dict else list(enumerate(node))
+            items = list(node.items()) if isinstance(node, dict) else list(enumerate(node))
             if not node:
                 out.append(open_ + close)
                 continue
@@ -276,7 +278,8 @@ def test_snapshot_of_long_containers_is_frozen_and_names_problems() -> None:
     assert isinstance(snap, FrozenDict)
     assert isinstance(snap["numbers"], FrozenList) and snap["numbers"] == numbers
     assert isinstance(snap["object"], FrozenDict) and len(snap["object"]) == _CHUNK + 1
-    assert type(thaw(snap)["numbers"]) is list  # type: ignore[index]
+    thawed = thaw(snap)
+    assert isinstance(thawed, dict) and type(thawed["numbers"]) is list
     with pytest.raises(NotJsonError, match=r'"x\[40001\]" is NaN'):
         snapshot_json({"x": [*range(_CHUNK * 2 + 1), math.nan]})
     with pytest.raises(NotJsonError, match=r'"\[1\]\[20005\]" is -0.0'):

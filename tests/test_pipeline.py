@@ -23,11 +23,13 @@ from dsh_jupyter import (
     ToolError,
     ToolExecution,
     ToolRegistry,
+    ToolResult,
     ToolRunContext,
     define_tool,
     enforce_timeouts,
 )
 from dsh_jupyter.json_dump import dump_json
+from dsh_jupyter.json_value import JsonValue
 from dsh_jupyter.registry.execution import ExecutionToken
 from dsh_jupyter.registry.offload import LARGE_NODES, LARGE_TEXT, is_large
 
@@ -39,7 +41,7 @@ def echo_tool(**extra: Any) -> Any:
         return str(args["text"])
 
     return define_tool(name="echo", description="Echo.", parameters=ECHO_PARAMS,
-                       output={"schema": {"type": "string"}, "render": lambda a, v: v},
+                       output={"schema": {"type": "string"}, "render": lambda a, v: str(v)},
                        execute=run, **extra)
 
 
@@ -88,7 +90,7 @@ async def test_stage_order_is_fixed() -> None:
 
     registry.register(define_tool(name="t", parameters={"type": "object"},
                                   output={"schema": {"type": "string"},
-                                          "render": lambda a, v: v},
+                                          "render": lambda a, v: str(v)},
                                   execute=body, finalize_content=finalize))
 
     async def pre(execution: ToolExecution, decision: Any) -> None:
@@ -147,7 +149,7 @@ async def test_arguments_are_frozen_snapshots() -> None:
 
     registry.register(define_tool(name="t", parameters={"type": "object"},
                                   output={"schema": {"type": "string"},
-                                          "render": lambda a, v: v}, execute=body))
+                                          "render": lambda a, v: str(v)}, execute=body))
     original = {"list": [1, 2]}
     await registry.execute(call("t", original))
     original["list"].append(3)
@@ -181,7 +183,7 @@ async def test_tool_exceptions_become_failures() -> None:
     for name, fn in (("boom", boom), ("coded", coded)):
         registry.register(define_tool(name=name, parameters={"type": "object"},
                                       output={"schema": {"type": "string"},
-                                              "render": lambda a, v: v}, execute=fn))
+                                              "render": lambda a, v: str(v)}, execute=fn))
     boom_result = await registry.execute(call("boom", {}))
     assert boom_result.text == "Error: ValueError: disk on fire"
     coded_result = await registry.execute(call("coded", {}))
@@ -315,7 +317,7 @@ async def test_contexts_deferred_then_attached_block_keeps_only_its_own() -> Non
 
     registry.register(define_tool(name="t", parameters={"type": "object"},
                                   output={"schema": {"type": "string"},
-                                          "render": lambda a, v: v}, execute=body))
+                                          "render": lambda a, v: str(v)}, execute=body))
     undo = registry.on_post_execute(
         lambda e, r: Accept(contexts=[AdditionalContext(source="post", text="from post")]))
     result = await registry.execute(call("t", {}))
@@ -333,7 +335,7 @@ async def test_finalize_content_runs_once_on_every_outcome() -> None:
     registry = ToolRegistry()
     seen: list[bool] = []
 
-    def finalize(execution: ToolExecution, result: Any) -> str:
+    def finalize(execution: ToolExecution, result: ToolResult) -> str:
         seen.append(result.is_error)
         return "final: " + result.text
 
@@ -343,7 +345,8 @@ async def test_finalize_content_runs_once_on_every_outcome() -> None:
         return "ok"
 
     registry.register(define_tool(name="t", parameters={"type": "object"},
-                                  output={"schema": {"type": "string"}, "render": lambda a, v: v},
+                                  output={"schema": {"type": "string"},
+                                          "render": lambda a, v: str(v)},
                                   execute=body, finalize_content=finalize))
     ok = await registry.execute(call("t", {}))
     bad = await registry.execute(call("t", {"fail": True}))
@@ -374,14 +377,15 @@ async def test_a_failing_finalize_content_fails_closed(
         return "password=hunter2"
 
     registry.register(define_tool(name="t", parameters={"type": "object"},
-                                  output={"schema": {"type": "string"}, "render": lambda a, v: v},
+                                  output={"schema": {"type": "string"},
+                                          "render": lambda a, v: str(v)},
                                   execute=body, finalize_content=finalize))
     registry.on_result(lambda e, r: observed.append(r))
     result = await registry.execute(call("t", {}))
     assert result.error is not None and result.error.code == "HOOK_FAILED"
     assert "finalize_content of t failed" in result.text
     assert "hunter2" not in result.text and "hunter2" not in result.error.message
-    assert not hasattr(result, "value") or result.value is None  # type: ignore[attr-defined]
+    assert not hasattr(result, "value") or result.value is None
     assert [c.text for c in result.additional_contexts] == ["kept"]
     assert observed == [result]
     assert "finalize_content of t failed" in caplog.text
@@ -410,7 +414,7 @@ async def test_pre_aborted_call_skips_every_policy_stage() -> None:
     registry.register(echo_tool())
     seen: list[str] = []
     registry.on_pre_execute(lambda e, d: seen.append("pre"))
-    registry.guard(lambda e: seen.append("guard") and None)
+    registry.guard(lambda e: seen.append("guard"))
     controller = AbortController()
     controller.abort("user stop")
     result = await registry.execute(call(signal=controller.signal))
@@ -427,7 +431,8 @@ async def test_abort_during_policy_is_aborted_before_dispatch() -> None:
         return "x"
 
     registry.register(define_tool(name="t", parameters={"type": "object"},
-                                  output={"schema": {"type": "string"}, "render": lambda a, v: v},
+                                  output={"schema": {"type": "string"},
+                                          "render": lambda a, v: str(v)},
                                   execute=body))
     controller = AbortController()
 
@@ -472,7 +477,7 @@ async def test_abort_after_body_started_turns_success_into_aborted() -> None:
     for name, fn in (("t", body), ("f", failing)):
         registry.register(define_tool(name=name, parameters={"type": "object"},
                                       output={"schema": {"type": "string"},
-                                              "render": lambda a, v: v}, execute=fn))
+                                              "render": lambda a, v: str(v)}, execute=fn))
     result = await registry.execute(call("t", {}, signal=controller.signal))
     assert settled == ["done"]
     assert result.error is not None and result.error.code == "ABORTED"
@@ -484,17 +489,22 @@ async def test_abort_after_body_started_turns_success_into_aborted() -> None:
 
 async def test_cooperative_body_sees_the_signal() -> None:
     registry = ToolRegistry()
+    started = asyncio.Event()
 
     async def slow(args: Any, ctx: ToolRunContext) -> str:
+        started.set()
         await ctx.signal.run(asyncio.sleep(10))
         return "never"
 
     registry.register(define_tool(name="slow", parameters={"type": "object"},
-                                  output={"schema": {"type": "string"}, "render": lambda a, v: v},
+                                  output={"schema": {"type": "string"},
+                                          "render": lambda a, v: str(v)},
                                   execute=slow))
     controller = AbortController()
-    asyncio.get_running_loop().call_later(0.02, controller.abort, "user stop")
-    result = await registry.execute(call("slow", {}, signal=controller.signal))
+    task = asyncio.create_task(registry.execute(call("slow", {}, signal=controller.signal)))
+    await started.wait()
+    controller.abort("user stop")
+    result = await task
     assert result.error is not None and result.error.code == "ABORTED"
     assert "user stop" in result.error.message
 
@@ -502,9 +512,11 @@ async def test_cooperative_body_sees_the_signal() -> None:
 async def test_task_cancellation_waits_for_body_and_publishes_result() -> None:
     registry = ToolRegistry()
     finished: list[str] = []
-    published: list[str] = []
+    published: list[str | None] = []
+    started = asyncio.Event()
 
     async def body(args: Any, ctx: ToolRunContext) -> str:
+        started.set()
         try:
             await asyncio.sleep(10)
         finally:
@@ -513,11 +525,12 @@ async def test_task_cancellation_waits_for_body_and_publishes_result() -> None:
         return "never"
 
     registry.register(define_tool(name="t", parameters={"type": "object"},
-                                  output={"schema": {"type": "string"}, "render": lambda a, v: v},
+                                  output={"schema": {"type": "string"},
+                                          "render": lambda a, v: str(v)},
                                   execute=body))
     registry.on_result(lambda e, r: published.append(r.error.code if r.error else "ok"))
     task = asyncio.create_task(registry.execute(call("t", {})))
-    await asyncio.sleep(0.01)
+    await started.wait()
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task
@@ -533,7 +546,8 @@ async def test_timeout_wrapper() -> None:
         return "stopped"
 
     registry.register(define_tool(name="slow", parameters={"type": "object"},
-                                  output={"schema": {"type": "string"}, "render": lambda a, v: v},
+                                  output={"schema": {"type": "string"},
+                                          "render": lambda a, v: str(v)},
                                   execute=slow, timeout_ms=20))
     # declarative until the wrapper is installed
     controller = AbortController()
@@ -548,14 +562,17 @@ async def test_timeout_wrapper() -> None:
 async def test_wrapper_may_replace_signal_but_caller_stays_fused() -> None:
     registry = ToolRegistry()
     seen: list[Any] = []
+    started = asyncio.Event()
 
     async def body(args: Any, ctx: ToolRunContext) -> str:
         seen.append(ctx.signal)
+        started.set()
         await ctx.signal.wait()
         return "x"
 
     registry.register(define_tool(name="t", parameters={"type": "object"},
-                                  output={"schema": {"type": "string"}, "render": lambda a, v: v},
+                                  output={"schema": {"type": "string"},
+                                          "render": lambda a, v: str(v)},
                                   execute=body))
     substitute = AbortController()
 
@@ -564,8 +581,10 @@ async def test_wrapper_may_replace_signal_but_caller_stays_fused() -> None:
 
     registry.on_execute(around)
     caller = AbortController()
-    asyncio.get_running_loop().call_later(0.01, caller.abort, "caller")
-    result = await registry.execute(call("t", {}, signal=caller.signal))
+    task = asyncio.create_task(registry.execute(call("t", {}, signal=caller.signal)))
+    await started.wait()
+    caller.abort("caller")
+    result = await task
     assert seen[0] is not caller.signal and seen[0].reason == "caller"
     assert result.error is not None and result.error.code == "ABORTED"
 
@@ -703,7 +722,7 @@ async def test_a_large_replacement_value_is_rendered_off_the_loop_too() -> None:
     loop_thread = threading.get_ident()
     seen: dict[str, set[int]] = {}
     registry = threaded_registry(seen)
-    big = list(range(LARGE_NODES * 2))
+    big: list[JsonValue] = [*range(LARGE_NODES * 2)]
     registry.on_post_execute(lambda execution, result: Accept(value=big))
     result = await registry.execute(call("numbers", {"n": 1}))
     assert result.value == big and result.meta == {"count": len(big)}
@@ -750,7 +769,8 @@ async def test_the_run_context_is_the_execution() -> None:
         return "ok"
 
     registry.register(define_tool(name="t", parameters={"type": "object"},
-                                  output={"schema": {"type": "string"}, "render": lambda a, v: v},
+                                  output={"schema": {"type": "string"},
+                                          "render": lambda a, v: str(v)},
                                   execute=body))
     parent = ExecutionToken()
     await registry.execute(ToolCall(call_id="c7", name="t", arguments={"k": 1},

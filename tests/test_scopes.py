@@ -8,6 +8,7 @@ import pytest
 
 from dsh_jupyter import ToolCall, ToolRegistry, define_tool
 from dsh_jupyter.errors import RegistrationError
+from dsh_jupyter.json_value import JsonValue
 
 
 def tool(name: str, result: str = "") -> Any:
@@ -15,11 +16,11 @@ def tool(name: str, result: str = "") -> Any:
         return result or name
 
     return define_tool(name=name, description=f"{name} tool", parameters={"type": "object"},
-                       output={"schema": {"type": "string"}, "render": lambda a, v: v},
+                       output={"schema": {"type": "string"}, "render": lambda a, v: str(v)},
                        execute=run)
 
 
-def names(registry: ToolRegistry, scope: Any = None) -> list[str]:
+def names(registry: ToolRegistry, scope: Any = None) -> list[JsonValue]:
     return [s["name"] for s in registry.schemas(scope)]
 
 
@@ -35,7 +36,7 @@ def test_register_returns_an_undo_and_rejects_duplicates() -> None:
 
 def test_run_code_is_reserved_in_every_mode() -> None:
     for mode in ("native", "code", "both"):
-        registry = ToolRegistry(mode=mode)  # type: ignore[arg-type]
+        registry = ToolRegistry(mode=mode)
         with pytest.raises(RegistrationError, match="reserved"):
             registry.register(tool("run_code"))
         with pytest.raises(RegistrationError, match="reserved"):
@@ -158,13 +159,14 @@ def test_schemas_are_detached_copies() -> None:
     registry.register(define_tool(
         name="t", description="d",
         parameters={"type": "object", "properties": {"x": {"type": "string"}}},
-        output={"schema": {"type": "string"}, "render": lambda a, v: v},
+        output={"schema": {"type": "string"}, "render": lambda a, v: str(v)},
         execute=lambda a, c: "x"))
-    schemas = registry.schemas()
+    schemas: list[Any] = registry.schemas()
     assert schemas == [{"name": "t", "description": "d", "parameters": {
         "type": "object", "properties": {"x": {"type": "string"}}}}]
     schemas[0]["parameters"]["properties"]["x"]["type"] = "integer"
-    assert registry.schemas()[0]["parameters"]["properties"]["x"]["type"] == "string"
+    fresh: list[Any] = registry.schemas()
+    assert fresh[0]["parameters"]["properties"]["x"]["type"] == "string"
 
 
 def test_change_notifications() -> None:

@@ -16,6 +16,7 @@ import subprocess
 import sys
 from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import given, settings
@@ -439,7 +440,7 @@ _JUNK = st.recursive(
     lambda kids: st.lists(kids, max_size=4) | st.dictionaries(_KEYS | _TEXT, kids, max_size=5),
     max_leaves=20,
 )
-_SCHEMAS = st.deferred(
+_SCHEMAS: st.SearchStrategy[Any] = st.deferred(
     lambda: (
         _JUNK
         | st.fixed_dictionaries(

@@ -7,6 +7,7 @@ connection. Every request is recorded (path, headers, decoded JSON body).
 
 from __future__ import annotations
 
+import asyncio
 import json
 import threading
 from collections import deque
@@ -60,6 +61,7 @@ class ChatServer:
         self.unexpected: list[str] = []
         self._release = threading.Event()
         self._lock = threading.Lock()
+        self._arrived = threading.Condition(self._lock)
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
         self._server.daemon_threads = True
         self._thread = threading.Thread(target=self._server.serve_forever, args=(0.02,),
@@ -77,6 +79,14 @@ class ChatServer:
                **kw: Any) -> None:
         self.reply(completion(content, calls), **kw)
 
+    async def until_received(self, count: int, *, seconds: float = 10.0) -> None:
+        """Until ``count`` requests have arrived (the server answers in its own threads)."""
+        def wait() -> bool:
+            with self._arrived:
+                return self._arrived.wait_for(lambda: len(self.received) >= count, seconds)
+
+        assert await asyncio.to_thread(wait), f"fewer than {count} requests in {seconds} s"
+
     def start(self) -> ChatServer:
         self._thread.start()
         return self
@@ -90,6 +100,7 @@ class ChatServer:
     def _next(self, received: Received) -> Reply | None:
         with self._lock:
             self.received.append(received)
+            self._arrived.notify_all()
             return self.replies.popleft() if self.replies else None
 
     def _handler(self) -> type[BaseHTTPRequestHandler]:

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from dsh_jupyter import ToolCall, ToolRegistry, define_tool
+from dsh_jupyter import ToolCall, ToolRegistry, ToolResult, define_tool
 from dsh_jupyter.agent import (
     RequestAccounting,
     RunAccounting,
@@ -54,8 +54,9 @@ def test_plan_groups_consecutive_parallel_calls() -> None:
     def call(name: str) -> ToolCall:
         return ToolCall(call_id=name, name=name)
 
-    items = [call("read"), call("read"), failure("bad json"), call("read"), call("write"),
-             call("write"), call("nope"), call("read")]
+    items: list[ToolCall | ToolResult] = [
+        call("read"), call("read"), failure("bad json"), call("read"), call("write"),
+        call("write"), call("nope"), call("read")]
     assert plan(registry, items) == [[0, 1, 3], [4], [5], [6], [7]]
     assert plan(registry, []) == []
 

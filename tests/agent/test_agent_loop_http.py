@@ -35,7 +35,7 @@ def echo() -> Any:
     return define_tool(name="echo", description="Echo text.",
                        parameters={"type": "object", "properties": {"text": {"type": "string"}},
                                    "required": ["text"]},
-                       output={"schema": {"type": "string"}, "render": lambda a, v: v},
+                       output={"schema": {"type": "string"}, "render": lambda a, v: str(v)},
                        execute=lambda args, ctx: args["text"])
 
 
@@ -60,7 +60,7 @@ class Probe:
             return f"{name} {ctx.call_id}"
 
         return define_tool(name=name, parameters={"type": "object"},
-                           output={"schema": {"type": "string"}, "render": lambda a, v: v},
+                           output={"schema": {"type": "string"}, "render": lambda a, v: str(v)},
                            execute=body, is_concurrency_safe=(lambda a: True) if safe else None)
 
 
@@ -291,12 +291,12 @@ async def test_scope_and_tools_registered_mid_run(
     async def learn(args: Any, ctx: ToolRunContext) -> str:
         scope.register(define_tool(name="late", parameters={"type": "object"},
                                    output={"schema": {"type": "string"},
-                                           "render": lambda a, v: v},
+                                           "render": lambda a, v: str(v)},
                                    execute=lambda a, c: "late"))
         return "learned"
 
     scope.register(define_tool(name="learn", parameters={"type": "object"},
-                               output={"schema": {"type": "string"}, "render": lambda a, v: v},
+                               output={"schema": {"type": "string"}, "render": lambda a, v: str(v)},
                                execute=learn))
     server.answer(None, [("l1", "learn", {})])
     server.answer(None, [("l2", "late", {})])
@@ -316,12 +316,13 @@ async def test_abort_during_a_tool_call_ends_the_run(
     controller = AbortController()
 
     async def wait(args: Any, ctx: ToolRunContext) -> str:
-        asyncio.get_running_loop().call_later(0.05, controller.abort, "user stop")
+        asyncio.get_running_loop().call_soon(controller.abort, "user stop")  # once this waits
         await ctx.signal.wait()
         return "stopped"
 
     registry.register(define_tool(name="wait", parameters={"type": "object"},
-                                  output={"schema": {"type": "string"}, "render": lambda a, v: v},
+                                  output={"schema": {"type": "string"},
+                                          "render": lambda a, v: str(v)},
                                   execute=wait))
     server.answer(None, [("w", "wait", {})])
 
@@ -336,11 +337,13 @@ async def test_abort_during_the_model_request(
         server: ChatServer, model: OpenAIChatModel) -> None:
     server.answer("too late", delay=10)
     controller = AbortController()
-    asyncio.get_running_loop().call_later(0.1, controller.abort, "user stop")
     loop = asyncio.get_running_loop()
     began = loop.time()
 
-    result = await run_agent(ToolRegistry(), model, "go", signal=controller.signal)
+    run = asyncio.create_task(run_agent(ToolRegistry(), model, "go", signal=controller.signal))
+    await server.until_received(1)
+    controller.abort("user stop")
+    result = await run
 
     assert result.stop == "aborted" and loop.time() - began < 5
     assert result.accounting.steps == 1 and result.responses == ()
@@ -364,7 +367,8 @@ async def test_cancelling_the_run_settles_tools_and_reports_it(
         return "never"
 
     registry.register(define_tool(name="wait", parameters={"type": "object"},
-                                  output={"schema": {"type": "string"}, "render": lambda a, v: v},
+                                  output={"schema": {"type": "string"},
+                                          "render": lambda a, v: str(v)},
                                   execute=wait, is_concurrency_safe=lambda a: True))
     events: list[dict[str, Any]] = []
     registry.on_event(lambda e: events.append(dict(e)))

@@ -32,7 +32,7 @@ def registry_with_echo() -> ToolRegistry:
         name="echo", description="Echo text.",
         parameters={"type": "object", "properties": {"text": {"type": "string"}},
                     "required": ["text"]},
-        output={"schema": {"type": "string"}, "render": lambda a, v: v},
+        output={"schema": {"type": "string"}, "render": lambda a, v: str(v)},
         execute=lambda args, ctx: args["text"]))
     return registry
 
@@ -71,7 +71,8 @@ async def test_a_response_expecting_other_tools_fails() -> None:
 
 
 async def test_a_call_to_a_tool_not_offered_fails_unless_allowed() -> None:
-    script = [{"tool_calls": [{"name": "search", "arguments": {}}]}, {"content": "done"}]
+    script: list[dict[str, Any]] = [{"tool_calls": [{"name": "search", "arguments": {}}]},
+                                    {"content": "done"}]
     result = await run_agent(registry_with_echo(), ScriptedModel(script), "go")
     assert isinstance(result.error, ScriptMismatchError)
     assert "calls 'search', which the request does not offer (offered: echo)" in str(
@@ -157,7 +158,8 @@ async def test_start_runs_in_the_background_and_can_be_aborted() -> None:
         return "stopped"
 
     registry.register(define_tool(name="wait", parameters={"type": "object"},
-                                  output={"schema": {"type": "string"}, "render": lambda a, v: v},
+                                  output={"schema": {"type": "string"},
+                                          "render": lambda a, v: str(v)},
                                   execute=wait))
     agent = Agent(registry, ScriptedModel([{"tool_calls": [{"name": "wait"}]}]), max_steps=5)
     handle = agent.start("go", run_id="bg")

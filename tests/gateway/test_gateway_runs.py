@@ -57,6 +57,7 @@ return {"ns": [r["args"]["n"] for r in results], "seconds": time.perf_counter() 
     assert isinstance(result.value, dict)
     assert result.value["ns"] == [0, 1, 2, 3, 4]
     assert recorder.max_active == 5  # all five were in flight at once
+    assert isinstance(result.value["seconds"], float)
     assert result.value["seconds"] < 5 * 0.4  # and the program saw the overlap
 
 

@@ -12,6 +12,7 @@ import pytest
 from kernel_support import Recorder, RuntimeFactory, run
 from loop_lag import LoopLag
 
+from dsh_jupyter.json_value import JsonValue
 from dsh_jupyter.kernel import KernelRuntime
 
 pytestmark = pytest.mark.kernel
@@ -21,6 +22,7 @@ pytestmark = pytest.mark.kernel
 FLOOD = """\
 import sys
 bridge = sys.modules["_dsh_jupyter_inkernel"].runtime.bridge
+await tools.flooding({})
 for _ in range(100_000):
     asyncio.ensure_future(bridge.call("nope", {}))
 await asyncio.sleep(30)
@@ -48,10 +50,16 @@ async def test_a_reply_flood_fails_its_run_and_spares_the_host(
     flooded = await make_runtime(wall_seconds=60)
     innocent = await make_runtime()
     loop = asyncio.get_running_loop()
+    flooding = asyncio.Event()
+
+    async def under_way(args: JsonValue) -> JsonValue:
+        flooding.set()
+        return None
+
     async with LoopLag() as lag:
         started = loop.time()
-        flood = asyncio.create_task(run(flooded, FLOOD))
-        await asyncio.sleep(0.2)  # the flood is under way before the innocent run starts
+        flood = asyncio.create_task(run(flooded, FLOOD, {"flooding": under_way}))
+        await flooding.wait()  # the flood starts as this returns, before the innocent run
         bystander = await run(innocent, INNOCENT, {"echo": recorder.binding("echo")})
         result = await flood
         elapsed = loop.time() - started

@@ -147,9 +147,16 @@ async def test_bindings_in_flight_finish_before_run_returns(make_runtime: Runtim
 
 async def test_dispose_aborts_runs_in_flight() -> None:
     runtime = KernelRuntime(KernelRuntimeConfig(pool_size=0))
+    running = asyncio.Event()
+
+    async def started(args: JsonValue) -> JsonValue:
+        running.set()
+        return None
+
     async with runtime:
-        task = asyncio.create_task(run(runtime, "import time\ntime.sleep(30)"))
-        await asyncio.sleep(1.0)
+        task = asyncio.create_task(run(runtime, "await tools.started({})\nimport time\n"
+                                                "time.sleep(30)", {"started": started}))
+        await running.wait()
     result = await task
     assert result.failure is not None
     assert (result.failure.kind, result.failure.message) == ("abort", "runtime disposed")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
 import pytest
 from kernel_support import Recorder, RuntimeFactory, run
@@ -86,7 +87,7 @@ async def test_hostile_traffic_from_the_kernel(make_runtime: RuntimeFactory,
     assert result.failure is None, result.failure
     assert isinstance(result.value, dict)
     assert result.value["value"] == {"tool": "echo", "args": {"still": "answered"}}
-    replies = result.value["replies"]
+    replies: Any = result.value["replies"]
     assert replies["no-args"][0]["ok"] is False
     assert "malformed" in replies["no-args"][0]["message"]
     assert replies["unknown"][0]["ok"] is False
@@ -201,7 +202,7 @@ import sys
 bridge = sys.modules["_dsh_jupyter_inkernel"].runtime.bridge
 first = await tools.echo({"over": "socket"})
 bridge._carrier.cancel()  # closes the socket: the kernel falls back to the comm
-await asyncio.sleep(0.1)
+await asyncio.wait([bridge._carrier])  # once the carrier task has ended
 second = await tools.echo({"over": "comm"})
 return [first["args"], second["args"]]
 """

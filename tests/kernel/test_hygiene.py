@@ -6,6 +6,7 @@ import asyncio
 import os
 import uuid
 from pathlib import Path
+from typing import Any
 
 import pytest
 from kernel_support import RuntimeFactory, gone, run
@@ -56,11 +57,12 @@ return {"env": dict(os.environ), "cwd": os.getcwd()}
     result = await run(runtime, program)
     assert result.failure is None, result.failure
     assert isinstance(result.value, dict)
-    env = result.value["env"]
+    env: Any = result.value["env"]
     assert "DSH_SECRET" not in env
     assert env["LC_DSH_TEST"] == "kept" and env["DSH_GIVEN"] == "yes"
     assert env["IPYTHONDIR"].startswith(env["HOME"])
     assert env["TMPDIR"] != "/tmp"
+    assert isinstance(result.value["cwd"], str)
     home, cwd = Path(env["HOME"]), Path(result.value["cwd"])
     assert cwd.parent == home.parent  # one private workspace (removal: see below)
     assert not any(key.startswith("JUPYTER") and key != "JPY_PARENT_PID" for key in env)

@@ -14,8 +14,21 @@ import pytest
 from kernel_support import Recorder, RuntimeFactory, gone, run
 
 from dsh_jupyter.kernel import KernelRuntime, proctree
+from dsh_jupyter.kernel.launch import KernelProcess
 
 pytestmark = [pytest.mark.kernel, pytest.mark.timeout(90)]
+
+
+async def seen_dead(process: KernelProcess, within: float = 5.0) -> bool:
+    """Whether ``process`` is seen dead within ``within`` seconds, as the pool checks it
+    (a SIGKILL lands asynchronously)."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + within
+    while await process.is_alive():
+        if loop.time() > deadline:
+            return False
+        await asyncio.sleep(0.01)
+    return True
 
 
 @pytest.fixture(params=["fork", "stock"])
@@ -40,7 +53,8 @@ async def test_kernel_death_and_orphans(any_runtime: KernelRuntime) -> None:
     program = f"""\
 import subprocess, os, time
 child = subprocess.Popen(["sleep", "600.{tag}"], start_new_session=True)
-time.sleep(0.3)
+while b"600.{tag}" not in open(f"/proc/{{child.pid}}/cmdline", "rb").read():  # exec'd yet?
+    time.sleep(0.005)
 os.kill(os.getpid(), 9)
 """
     result = await run(any_runtime, program)
@@ -62,7 +76,7 @@ async def test_fork_server_restarts_after_dying(make_runtime: RuntimeFactory) ->
     server = runtime._launcher._server  # type: ignore[union-attr]
     assert server is not None
     os.kill(server.process.pid, signal.SIGKILL)
-    await asyncio.sleep(0.2)
+    await asyncio.to_thread(server.process.wait, 10)
     again = await run(runtime, "return 2")
     assert again.failure is None and again.value == 2
     assert runtime._launcher._server is not server  # type: ignore[union-attr]
@@ -87,7 +101,7 @@ async def test_pool_skips_dead_kernels(make_runtime: RuntimeFactory) -> None:
     victim_cwd = str(pool._ready[0].workspace.cwd)
     assert victim is not None
     os.kill(victim, signal.SIGKILL)
-    await asyncio.sleep(0.2)
+    assert await seen_dead(pool._ready[0].process)
     result = await run(runtime, "import os\nreturn os.getcwd()")
     assert result.failure is None and result.value != victim_cwd
 

@@ -249,7 +249,7 @@ def test_config_validation() -> None:
     with pytest.raises(ValueError):
         KernelRuntimeConfig(env_allow="PATH")  # type: ignore[arg-type]
     with pytest.raises(ValueError):
-        KernelRuntimeConfig(pool_size=True)  # type: ignore[arg-type]
+        KernelRuntimeConfig(pool_size=True)
     config = KernelRuntimeConfig(extra_env={"A": "1"})
     with pytest.raises(TypeError):
         config.extra_env["B"] = "2"  # type: ignore[index]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
 import pytest
 from kernel_support import Recorder, run
@@ -66,7 +67,7 @@ return {"value": value, "missing": missing, "missing_item": missing_item,
     result = await run(runtime, program, {"my-tool": recorder.binding("my-tool"),
                                           "plain": recorder.binding("plain")})
     assert result.failure is None, result.failure
-    value = result.value
+    value: Any = result.value
     assert isinstance(value, dict)
     assert value["value"] == {"tool": "my-tool", "args": {"x": 1}}
     assert "no tool named 'missing'" in value["missing"]
@@ -101,8 +102,8 @@ return out
     assert isinstance(result.value, list)
     assert result.value[0] == ["denied", "denied by policy"]
     assert result.value[1] == ["broken", "database is down"]
-    assert result.value[2][0] == "not_json"
-    assert "not lossless JSON" in result.value[2][1]
+    third: Any = result.value[2]
+    assert third[0] == "not_json" and "not lossless JSON" in third[1]
 
 
 async def test_arguments_must_be_json(runtime: KernelRuntime, recorder: Recorder) -> None:

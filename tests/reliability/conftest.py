@@ -80,6 +80,6 @@ def pytest_runtest_makereport(item: pytest.Item,
 def pytest_sessionfinish(session: pytest.Session) -> None:
     path = os.environ.get("DSH_RELIABILITY_FIGURES")
     if path:
-        data = {"counts": dict(session.config.stash[_TOTALS]),
-                "notes": session.config.stash[_NOTES]}
+        totals = session.config.stash[_TOTALS]  # inside dict(...), mypy mistypes the key
+        data = {"counts": dict(totals), "notes": session.config.stash[_NOTES]}
         Path(path).write_text(json.dumps(data, indent=2, sort_keys=True))

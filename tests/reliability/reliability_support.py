@@ -85,6 +85,13 @@ async def run_code(registry: ToolRegistry, code: str, *, call_id: str = "run",
                                            arguments={"code": code, "description": "test"}))
 
 
+def returned_by(result: ToolResult) -> Any:
+    """What the program returned (``result`` in run_code's value): JSON the test takes
+    apart itself, hence ``Any``."""
+    assert isinstance(result.value, dict), result
+    return result.value["result"]
+
+
 # --- events --------------------------------------------------------------------------------
 
 
@@ -266,8 +273,8 @@ def leaks(before: Snapshot, after: Snapshot) -> list[str]:
         found.append(f"processes {describe(extra)}")
     if extra := after.strays - before.strays:
         found.append(f"processes in a workspace {describe(extra)}")
-    if extra := after.temp_dirs - before.temp_dirs:
-        found.append(f"temp dirs {sorted(extra)}")
+    if dirs := after.temp_dirs - before.temp_dirs:
+        found.append(f"temp dirs {sorted(dirs)}")
     for name in ("tasks", "channels", "fds", "threads"):
         grown = getattr(after, name) - getattr(before, name)
         if grown > 0:

@@ -23,6 +23,7 @@ from reliability_support import (
     json_tool,
     marked,
     none_marked,
+    returned_by,
     rss_bytes,
     run_code,
     sized,
@@ -223,7 +224,7 @@ return {"ok": ok, "refused": len(refused), "why": sorted(set(refused))}
 """
     result = await run_code(registry, program)
     assert result.error is None, result
-    value = result.value["result"]
+    value = returned_by(result)
     assert value["ok"] + value["refused"] == 2000
     assert all("too many calls in flight" in why for why in value["why"])
     settlement = log.settlement()
@@ -352,11 +353,15 @@ def test_tree_kill_catches_a_process_that_forks_as_it_dies(tmp_path: Path) -> No
         cwd = tmp_path / str(attempt)
         cwd.mkdir()
         keeper = subprocess.Popen([sys.executable, "-c", SUBREAPER_WITH_WANDERER], cwd=cwd)
-        time.sleep(0.15)
+        deadline = time.monotonic() + 30
+        while not strays(cwd) - {keeper.pid}:  # until the wanderer runs
+            assert time.monotonic() < deadline, "the wanderer never started"
+            time.sleep(0.005)
         proctree.kill_tree(keeper.pid)
         keeper.wait()
-        time.sleep(0.05)
-        survivors = strays(cwd)
+        deadline = time.monotonic() + 1  # the killed ones vanish asynchronously
+        while (survivors := strays(cwd)) and time.monotonic() < deadline:
+            time.sleep(0.01)
         escaped += survivors
         for pid in survivors:
             os.kill(pid, signal.SIGKILL)

@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from reliability_support import Harness, code_registry, json_tool, run_code, sized
+from reliability_support import Harness, code_registry, json_tool, returned_by, run_code, sized
 
 from dsh_jupyter import ToolRunContext
 
@@ -221,7 +221,7 @@ async def test_hostile_kernel(harness: Harness, program_actions: list[tuple[Any,
         len(a[1]) for a in program_actions if a[0] == "gather")
     assert result.error is None, result.error
     assert isinstance(result.value, dict)
-    answer = dict(result.value["result"])
+    answer = dict(returned_by(result))
     hostile = answer.pop("hostile")
     assert (result.value["logs"], answer) == ([], {"answered": valid, "wrong": []})
     log.settlement()

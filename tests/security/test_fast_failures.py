@@ -8,7 +8,7 @@ import contextlib
 import time
 
 import pytest
-from reliability_support import Harness, code_registry, echo_body, json_tool, run_code
+from reliability_support import Harness, code_registry, echo_body, json_tool, returned_by, run_code
 
 from dsh_jupyter import ToolRunContext, define_tool
 
@@ -55,7 +55,7 @@ return [problem, await tools.echo({"still": "fine"})]
 """
     result = await run_code(registry, program)
     assert result.error is None, result.error
-    problem, echoed = result.value["result"]  # type: ignore[index]
+    problem, echoed = returned_by(result)
     assert "nested more than 500 levels deep" in problem
     assert echoed == {"still": "fine"}
     assert not await harness.finish()
@@ -86,7 +86,7 @@ async def test_cancelling_during_kernel_start_leaves_nothing(harness: Harness) -
         leftovers += [p.name for p in directory.iterdir()]
     assert leftovers == []
     ok = await run_code(registry, "return 'still works'", call_id="after")
-    assert ok.error is None and ok.value["result"] == "still works"  # type: ignore[index]
+    assert ok.error is None and returned_by(ok) == "still works"
     assert not await harness.finish()
 
 
@@ -153,6 +153,6 @@ except ToolCallError as error:
     result = await run_code(registry, program)
     assert time.perf_counter() - started < 10
     assert result.error is None, result.error
-    assert "nested more than 500 levels deep" in result.value["result"]  # type: ignore[index]
+    assert "nested more than 500 levels deep" in returned_by(result)
     log.settlement()
     assert not await harness.finish()

@@ -9,10 +9,12 @@ how fast, and how long the host's event loop stalls, is measured by
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
 import pytest
-from reliability_support import Harness, code_registry, echo_body, json_tool, run_code
+from reliability_support import Harness, code_registry, echo_body, json_tool, returned_by, run_code
 
+from dsh_jupyter import ToolRunContext
 from dsh_jupyter.kernel.logs import OutputBudget
 
 pytestmark = [pytest.mark.kernel, pytest.mark.timeout(120)]
@@ -20,6 +22,7 @@ pytestmark = [pytest.mark.kernel, pytest.mark.timeout(120)]
 REPLY_FLOOD = """\
 import sys
 bridge = sys.modules["_dsh_jupyter_inkernel"].runtime.bridge
+await tools.flooding({})
 for _ in range(100_000):
     asyncio.ensure_future(bridge.call("nope", {}))
 await asyncio.sleep(30)
@@ -33,13 +36,19 @@ return [answer["i"] for answer in answers]
 async def test_replies_a_program_never_reads(harness: Harness) -> None:
     """100,000 calls fired without reading their replies: the run fails with call-limit
     long before its wall budget; a run of another runtime meanwhile is answered."""
-    flooded, _ = await harness.registry(json_tool("echo", echo_body), wall_seconds=60)
+    flooding = asyncio.Event()
+
+    async def under_way(_args: Any, _ctx: ToolRunContext) -> None:
+        flooding.set()
+
+    flooded, _ = await harness.registry(json_tool("echo", echo_body),
+                                        json_tool("flooding", under_way), wall_seconds=60)
     innocent, _ = await harness.registry(json_tool("echo", echo_body))
     flood = asyncio.ensure_future(run_code(flooded, REPLY_FLOOD, call_id="flood"))
-    await asyncio.sleep(0.5)
+    await flooding.wait()  # the flood starts as this returns, before the innocent run
     calm = await run_code(innocent, INNOCENT, call_id="innocent")
     result = await flood
-    assert calm.error is None and calm.value["result"] == list(range(10))  # type: ignore[index]
+    assert calm.error is None and returned_by(calm) == list(range(10))
     assert result.error is not None
     assert result.error.message.startswith("code run failed (call-limit): the program sent "
                                            "tool calls faster than it read their replies")
@@ -103,7 +112,7 @@ async def test_a_huge_value_comes_back_whole(harness: Harness) -> None:
     registry, log = await harness.registry(wall_seconds=120)
     result = await run_code(registry, "return [7] * 5_000_000")
     assert result.error is None, result.error
-    value = result.value["result"]  # type: ignore[index]
+    value = returned_by(result)
     assert len(value) == 5_000_000 and value[0] == value[-1] == 7
     log.settlement()
     assert not await harness.finish()

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from reliability_support import Harness, code_registry, json_tool, run_code
+from reliability_support import Harness, code_registry, json_tool, returned_by, run_code
 
 from dsh_jupyter import ToolRunContext
 from dsh_jupyter.kernel.sandbox import confinement_problem
@@ -106,7 +106,7 @@ async def test_a_concurrent_run_and_the_pool_are_out_of_reach(harness: Harness) 
     attacker_registry, _ = code_registry(runtime)
     attacked = await run_code(attacker_registry, SNOOP.format(paths=paths), call_id="attacker")
     assert attacked.error is None, attacked.error
-    seen = attacked.value["result"]  # type: ignore[index]
+    seen = returned_by(attacked)
     for name in paths:
         assert seen[f"{name} listing"] == "FileNotFoundError", seen
         assert seen[f"{name} connection file"] == "FileNotFoundError", seen
@@ -115,7 +115,7 @@ async def test_a_concurrent_run_and_the_pool_are_out_of_reach(harness: Harness) 
     assert seen["processes"] == [1, 2]
     victim.release.set()
     result = await victim_run
-    assert result.error is None and result.value["result"] == [0, 1, 2, 3, 4]  # type: ignore[index]
+    assert result.error is None and returned_by(result) == [0, 1, 2, 3, 4]
     assert victim.counted == [0, 1, 2, 3, 4]
     assert victim_log.settlement().started == 7
     assert not await harness.finish()
@@ -186,9 +186,9 @@ async def test_a_forged_carrier_offer_is_ignored(harness: Harness) -> None:
     result = await victim_run
     attacked = await forged
     assert attacked.error is None, attacked.error
-    assert attacked.value["result"] == {  # type: ignore[index]
+    assert returned_by(attacked) == {
         "reached": "kernel_info_reply", "intercepted": None}
-    assert result.error is None and result.value["result"] == [0, 1, 2, 3, 4]  # type: ignore[index]
+    assert result.error is None and returned_by(result) == [0, 1, 2, 3, 4]
     assert victim.counted == [0, 1, 2, 3, 4]
     victim_log.settlement()
     assert not await harness.finish()
@@ -225,12 +225,12 @@ async def test_a_pooled_kernel_that_saw_foreign_traffic_is_discarded(
     stolen = {"ip": info["ip"], "shell_port": info["shell_port"], "key": info["key"]}
     attacker_registry, _ = code_registry(await harness.runtime(sandbox=None))
     planted = await run_code(attacker_registry, PLANT.format(stolen=stolen), call_id="attacker")
-    assert planted.error is None and planted.value["result"] == "ok"  # type: ignore[index]
+    assert planted.error is None and returned_by(planted) == "ok"
     registry, _ = code_registry(runtime)
     check = "import builtins, os\nreturn [hasattr(builtins, 'dsh_planted'), os.getcwd()]"
     result = await run_code(registry, check, call_id="next")
     assert result.error is None, result.error
-    value = result.value["result"]  # type: ignore[index]
+    value = returned_by(result)
     assert value[0] is False, "the planted code ran in the next run"
     assert value[1] != str(pooled.workspace.cwd)
     assert "saw traffic other than the host's" in caplog.text

@@ -113,8 +113,10 @@ async def test_without_an_answer_the_policy_answers_after_the_timeout() -> None:
 async def test_an_aborted_call_stops_waiting() -> None:
     controller = AbortController()
     service = NotebookApprovals("approve", interactive=True)
+    host = Host()
+    service.add_host(host)
     pending = asyncio.ensure_future(service.request(execution(controller.signal), None))
-    await asyncio.sleep(0.01)
+    await host.next_card()  # the prompt is up: the call waits for an answer
     controller.abort("user interrupted")
     assert await pending == Approval(approved=False, answered_by="abort",
                                      note="user interrupted")
@@ -154,7 +156,7 @@ async def test_through_the_pipeline_the_denial_names_the_policy() -> None:
     registry = ToolRegistry(approval=NotebookApprovals("reject", interactive=False))
     registry.register(define_tool(name="rm", parameters={"type": "object"},
                                   output={"schema": {"type": "string"},
-                                          "render": lambda a, v: v},
+                                          "render": lambda a, v: str(v)},
                                   execute=lambda a, c: "gone"))
     registry.on_pre_execute(lambda e, d: Ask("destructive"))
     result = await registry.execute(ToolCall(call_id="c1", name="rm"))

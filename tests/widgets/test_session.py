@@ -142,7 +142,8 @@ async def test_dispose_stops_following() -> None:
     assert isinstance(approvals, NotebookApprovals)
     with LiveView(registry) as view:
         await run(registry, "return 1")
-        assert view.following and approvals._hosts == [view]
+        # A tuple: after `assert view.following` mypy would take it as True past the block.
+        assert (view.following, approvals._hosts) == (True, [view])
     assert not view.following and approvals._hosts == []
     await run(registry, "return 2", call_id="r2")
     assert len(view.cards) == 1
@@ -199,7 +200,7 @@ async def test_agent_calls_use_their_scopes_definitions() -> None:
 
     def tool(title: str) -> Any:
         return define_tool(name="t", parameters={"type": "object"},
-                           output={"schema": {"type": "string"}, "render": lambda a, v: v},
+                           output={"schema": {"type": "string"}, "render": lambda a, v: str(v)},
                            execute=lambda a, c: "x",
                            present_call=lambda args: GenericCallView(title=title))
 
@@ -227,7 +228,8 @@ async def test_agent_calls_use_their_scopes_definitions() -> None:
 async def test_a_reused_call_id_gets_a_new_card() -> None:
     registry = ToolRegistry()
     registry.register(define_tool(name="t", parameters={"type": "object"},
-                                  output={"schema": {"type": "string"}, "render": lambda a, v: v},
+                                  output={"schema": {"type": "string"},
+                                          "render": lambda a, v: str(v)},
                                   execute=lambda a, c: str(a.get("n"))))
     view = LiveView(registry)
     for n in (1, 2):  # a scripted model numbers its calls call_1... in every run
