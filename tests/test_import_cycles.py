@@ -1,118 +1,192 @@
-"""No import cycle among the modules of a package, found by reading their imports with ``ast``.
+"""No import cycle inside a package, found by walking its modules' import statements.
 
-What counts as an import of module A by module B: every ``import`` and ``from ... import``
-statement in B's source, wherever it stands: at module level, under ``if TYPE_CHECKING:``
-and inside functions. The last two are counted on purpose: moving an import into a
-function or under ``TYPE_CHECKING`` is how a cycle gets hidden, not removed (the two
-modules still need each other, and mypy still follows both edges). A package that needs a
-deferred import for an optional dependency (``runtime`` importing ``gateway``) has no
-cycle through it, so nothing is lost by counting it.
+What counts as an edge from module A to module B of the same package:
 
-Relative imports are resolved against the importing module's package; ``from . import
-name`` is an import of the submodule ``name`` when there is one, else of the package's
-``__init__`` (a module like the others). Imports of modules outside the package are not
-followed: the test is about one package at a time.
+- every ``import`` and ``from ... import`` in A that names B, with relative imports
+  resolved against A's package;
+- at module level *and* inside functions, methods and classes: an import in a function
+  still runs, only later, and a cycle it closes fails then;
+- ``from . import b`` is an edge to the submodule ``b`` when there is one, else to the
+  package's ``__init__``.
+
+What does not count:
+
+- imports under ``if TYPE_CHECKING:`` (the ``else:`` branch does count): they never run,
+  they only feed the type checker;
+- the implicit import of a package's ``__init__`` that importing any of its submodules
+  performs (counted, it would make every package whose ``__init__`` re-exports one cycle).
+
+Each package is checked with its own rule: ``dsh_jupyter.kernel`` counts the
+``TYPE_CHECKING`` imports too (moving an import there is how a cycle gets hidden: both
+modules still need each other, and mypy follows both edges); ``dsh_jupyter.registry``
+counts what runs (its modules still meet at type level: ``definition``, ``execution`` and
+``scope`` name each other's types).
 """
 
 from __future__ import annotations
 
 import ast
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-
-PACKAGES = [
-    "dsh_jupyter.kernel",
-    # "dsh_jupyter.registry": nine of its modules form one cycle today (issue 16, "The
-    # registry's private surface"); add it here once that is untangled.
-]
-
-Graph = dict[str, set[str]]
+PACKAGES = [("dsh_jupyter.kernel", True), ("dsh_jupyter.registry", False)]
 
 
 def modules_of(package: str, root: Path = ROOT) -> dict[str, Path]:
-    """Every module of ``package`` (its subpackages included) by dotted name."""
-    directory = root.joinpath(*package.split("."))
-    modules: dict[str, Path] = {}
-    for path in sorted(directory.rglob("*.py")):
+    """Every module of ``package`` (subpackages included), by dotted name."""
+    base = root.joinpath(*package.split("."))
+    found: dict[str, Path] = {}
+    for path in sorted(base.rglob("*.py")):
         parts = list(path.relative_to(root).with_suffix("").parts)
         if parts[-1] == "__init__":
             parts.pop()
-        modules[".".join(parts)] = path
-    return modules
-
-
-def imports_of(name: str, path: Path, modules: dict[str, Path]) -> set[str]:
-    """The modules among ``modules`` that the module ``name`` (at ``path``) imports."""
-    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
-    found: set[str] = set()
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
-        if isinstance(node, ast.Import):
-            targets = [alias.name for alias in node.names]
-        elif isinstance(node, ast.ImportFrom):
-            base = node.module or ""
-            if node.level:
-                parent = package.split(".")[:len(package.split(".")) - (node.level - 1)]
-                base = ".".join([*parent, *([node.module] if node.module else [])])
-            targets = [f"{base}.{alias.name}" if f"{base}.{alias.name}" in modules else base
-                       for alias in node.names]
-        else:
-            continue
-        found.update(target for target in targets if target in modules and target != name)
+        found[".".join(parts)] = path
     return found
 
 
-def import_graph(package: str, root: Path = ROOT) -> Graph:
-    modules = modules_of(package, root)
-    return {name: imports_of(name, path, modules) for name, path in modules.items()}
+def _is_type_checking(test: ast.expr) -> bool:
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING")
 
 
-def find_cycle(graph: Graph) -> list[str] | None:
-    """One import cycle as ``[a, b, ..., a]``, or ``None`` when there is none."""
-    done: set[str] = set()
-    for start in sorted(graph):
-        if start in done:
+def _imports(node: ast.AST, typing_too: bool) -> Iterator[ast.Import | ast.ImportFrom]:
+    """Import statements that can run: everything but the body of ``if TYPE_CHECKING:``
+    (included when ``typing_too``)."""
+    if isinstance(node, ast.Import | ast.ImportFrom):
+        yield node
+        return
+    if isinstance(node, ast.If) and _is_type_checking(node.test) and not typing_too:
+        for statement in node.orelse:
+            yield from _imports(statement, typing_too)
+        return
+    for child in ast.iter_child_nodes(node):
+        yield from _imports(child, typing_too)
+
+
+def edges_of(name: str, path: Path, known: set[str], *, typing_too: bool = False) -> set[str]:
+    """The modules of ``known`` that module ``name`` imports at run time (and for type
+    checking, when ``typing_too``)."""
+    is_package = path.name == "__init__.py"
+    targets: set[str] = set()
+    tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
+    for node in _imports(tree, typing_too):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.name in known:
+                    targets.add(alias.name)
             continue
-        path = [start]
-        stack = [iter(sorted(graph[start]))]
-        while stack:
-            following = next(stack[-1], None)
-            if following is None:
-                stack.pop()
-                done.add(path.pop())
-            elif following in path:
-                return [*path[path.index(following):], following]
-            elif following not in done:
-                path.append(following)
-                stack.append(iter(sorted(graph[following])))
-    return None
+        if node.level:
+            parts = name.split(".") if is_package else name.split(".")[:-1]
+            parts = parts[:len(parts) - (node.level - 1)]
+            base = ".".join([*parts, node.module] if node.module else parts)
+        else:
+            base = node.module or ""
+        for alias in node.names:
+            submodule = f"{base}.{alias.name}"
+            if submodule in known:
+                targets.add(submodule)
+            elif base in known:
+                targets.add(base)
+    targets.discard(name)
+    return targets
 
 
-@pytest.mark.parametrize("package", PACKAGES)
-def test_no_import_cycle_inside(package: str) -> None:
-    graph = import_graph(package)
-    assert len(graph) > 1, f"no modules found for {package}"
-    cycle = find_cycle(graph)
-    assert cycle is None, f"import cycle in {package}: {' -> '.join(cycle or [])}"
+def import_graph(package: str, root: Path = ROOT, *,
+                 typing_too: bool = False) -> dict[str, set[str]]:
+    modules = modules_of(package, root)
+    known = set(modules)
+    return {name: edges_of(name, path, known, typing_too=typing_too)
+            for name, path in modules.items()}
 
 
-def test_the_walk_sees_deferred_and_type_only_imports(tmp_path: Path) -> None:
-    """A cycle closed by an import inside a function or under TYPE_CHECKING is found,
-    and ``from . import name`` of a submodule is not an import of the package."""
-    package = tmp_path / "pkg"
-    (package / "sub").mkdir(parents=True)
-    (package / "__init__.py").write_text("from .a import A\n")
-    (package / "a.py").write_text("from . import b\nA = 1\n")
-    (package / "b.py").write_text("def f():\n    from .sub.c import C\n")
-    (package / "sub" / "__init__.py").write_text("")
-    (package / "sub" / "c.py").write_text(
-        "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from ..a import A\nC = 1\n")
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components with more than one module (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        on_stack.add(node)
+        for nxt in sorted(graph.get(node, ())):
+            if nxt not in index:
+                visit(nxt)
+                low[node] = min(low[node], low[nxt])
+            elif nxt in on_stack:
+                low[node] = min(low[node], index[nxt])
+        if low[node] == index[node]:
+            component: list[str] = []
+            while True:
+                member = stack.pop()
+                on_stack.discard(member)
+                component.append(member)
+                if member == node:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return found
+
+
+def describe(graph: dict[str, set[str]], component: list[str]) -> str:
+    members = set(component)
+    return "\n".join(f"  {a} -> {b}" for a in component for b in sorted(graph[a] & members))
+
+
+@pytest.mark.parametrize(("package", "typing_too"), PACKAGES)
+def test_no_import_cycle_inside_the_package(package: str, typing_too: bool) -> None:
+    graph = import_graph(package, typing_too=typing_too)
+    assert len(graph) > 1, f"found no modules of {package}"
+    assert sum(map(len, graph.values())) > 0, f"found no imports inside {package}"
+    found = cycles(graph)
+    assert found == [], "import cycles (edges inside each):\n" + "\n\n".join(
+        describe(graph, component) for component in found)
+
+
+SEAM_MODULES = ["pipeline", "bridge", "code_mode", "scope", "prompt"]
+
+
+@pytest.mark.parametrize("module", SEAM_MODULES)
+def test_the_registry_is_seen_through_its_protocols(module: str) -> None:
+    # Not even for type checking: these modules know the registry only as the
+    # Protocols of registry/_view.py.
+    graph = import_graph("dsh_jupyter.registry", typing_too=True)
+    assert "dsh_jupyter.registry.registry" not in graph[f"dsh_jupyter.registry.{module}"]
+
+
+def test_the_walk_counts_what_runs_and_skips_type_checking(tmp_path: Path) -> None:
+    pkg = tmp_path / "pkg"
+    (pkg / "sub").mkdir(parents=True)
+    files = {
+        "__init__.py": "from .a import A\n",
+        "a.py": ("from typing import TYPE_CHECKING\n"
+                 "if TYPE_CHECKING:\n    from .b import B\nelse:\n    from . import c\n"
+                 "class A:\n    def f(self):\n        from .sub.d import D\n"),
+        "b.py": "from .a import A\n",
+        "c.py": "import pkg.b\n",
+        "sub/__init__.py": "",
+        "sub/d.py": "from .. import a\nfrom ..a import A\nfrom .. import A as again\n",
+    }
+    for name, text in files.items():
+        (pkg / name).write_text(text)
     graph = import_graph("pkg", tmp_path)
-    assert graph["pkg"] == {"pkg.a"}
-    assert graph["pkg.a"] == {"pkg.b"}  # not the package itself
-    assert graph["pkg.sub.c"] == {"pkg.a"}
-    assert find_cycle(graph) == ["pkg.a", "pkg.b", "pkg.sub.c", "pkg.a"]
-    (package / "b.py").write_text("")
-    assert find_cycle(import_graph("pkg", tmp_path)) is None
+    assert graph == {
+        "pkg": {"pkg.a"},
+        "pkg.a": {"pkg.c", "pkg.sub.d"},  # not pkg.b: only under TYPE_CHECKING
+        "pkg.b": {"pkg.a"},
+        "pkg.c": {"pkg.b"},
+        "pkg.sub": set(),
+        "pkg.sub.d": {"pkg.a", "pkg"},
+    }
+    assert import_graph("pkg", tmp_path, typing_too=True)["pkg.a"] == {
+        "pkg.b", "pkg.c", "pkg.sub.d"}
+    assert cycles(graph) == [["pkg", "pkg.a", "pkg.b", "pkg.c", "pkg.sub.d"]]

@@ -6,7 +6,7 @@ global layer and agent scopes) take a :class:`LayerOwner`.
 :class:`~dsh_jupyter.registry.registry.ToolRegistry` implements both structurally and is
 the only module that knows the concrete class, so none of those modules imports it
 (not even for type checking) and the package has no import cycle
-(``tests/test_import_cycles_registry.py``).
+(``tests/test_import_cycles.py``).
 
 Which members are public API, and why:
 
