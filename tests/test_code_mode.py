@@ -536,3 +536,13 @@ return out
 """
     result = await run(registry, code)
     assert result.value == {"logs": [], "result": ["kw", "item", "AttributeError", "KeyError"]}
+
+
+async def test_a_syntax_error_names_the_program_line_and_no_host_path(
+        code_runtime: CodeRuntime) -> None:
+    result = await run(code_registry(code_runtime), "print('a')\nx = (")
+    assert result.error is not None
+    message = result.error.message
+    assert message.startswith('code run failed (exception):   File "<program>", line 2')
+    assert "SyntaxError: '(' was never closed" in message
+    assert "ast.py" not in message and "Traceback" not in message and "/" not in message

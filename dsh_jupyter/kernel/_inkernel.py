@@ -413,8 +413,12 @@ def format_exception(error: BaseException) -> str:
         if id(current) in seen:
             continue
         seen.add(id(current))
+        # A syntax error of the program was raised by the compiler, not by its code: the
+        # frames are the compiler's (a host path of ast.py), never the program's own.
         current.stack = traceback.StackSummary.from_list(
-            [frame for frame in current.stack if frame.filename != SOURCE_FILENAME]
+            [] if current.exc_type is not None and issubclass(current.exc_type, SyntaxError)
+            and current.filename == PROGRAM_FILENAME
+            else [frame for frame in current.stack if frame.filename != SOURCE_FILENAME]
         )
         queue.extend(e for e in (current.__cause__, current.__context__) if e is not None)
     return "".join(summary.format()).rstrip("\n")
