@@ -102,3 +102,14 @@ class LayerOwner(Protocol):
 
     def _dispose_scope(self, scope: AgentScope) -> None:
         """Remove ``scope``, its child scopes and everything registered in them."""
+
+    # What a scope's notebook display shows (``AgentScope._repr_html_``).
+    @property
+    def scopes(self) -> tuple[AgentScope, ...]:
+        """Every live scope."""
+
+    def mode_for(self, scope: AgentScope | None = None) -> PresentationMode:
+        """How ``scope`` sees its tools."""
+
+    def _hooks(self, scope: AgentScope | None) -> HookChain:
+        """The hooks that apply to ``scope``, in run order."""

@@ -23,7 +23,7 @@ from .pipeline import execute
 from .policy import ApprovalService, HookChain
 from .prompt import PromptAssembly, assemble
 from .results import ToolResult
-from .scope import MODES, RESERVED_NAME, AgentScope, Layer, PresentationMode, Undo
+from .scope import MODES, RESERVED_NAME, AgentScope, Disposer, Layer, PresentationMode, Undo
 
 if TYPE_CHECKING:
     from ..runtime import CodeRuntime
@@ -88,6 +88,14 @@ class ToolRegistry(Layer):
     def __repr__(self) -> str:
         return (f"<ToolRegistry mode={self.mode!r} tools={len(self._tools)} "
                 f"scopes={len(self._scopes)}>")
+
+    def _repr_html_(self) -> str:
+        """A table of the global tools with their signatures, the mode, the policies and
+        the scopes (Jupyter shows it for a cell ending with the registry)."""
+        from .display import table_html
+
+        return table_html("ToolRegistry", self.mode, self.visible(), self._hooks(None),
+                          sorted(self._scopes))
 
     @property
     def _registry(self) -> ToolRegistry:
@@ -250,11 +258,11 @@ class ToolRegistry(Layer):
     # Notifications -----------------------------------------------------------------------
     def on_change(self, listener: Callable[[RegistryChange], None]) -> Undo:
         """Notify ``listener`` of every register/unregister/restrict/scope change."""
-        return _subscribe(self._change_listeners, listener)
+        return _subscribe(self._change_listeners, listener, "change listener")
 
     def on_event(self, sink: EventSink) -> Undo:
         """Send durable session events (see :mod:`dsh_jupyter.events`) to ``sink``."""
-        return _subscribe(self._event_sinks, sink)
+        return _subscribe(self._event_sinks, sink, "event sink")
 
     def emit(self, event: SessionEvent) -> None:
         """Send ``event`` to every sink attached with :meth:`on_event` (the agent loop
@@ -281,7 +289,8 @@ class ToolRegistry(Layer):
                 _log.exception("registry change listener %r failed", listener)
 
 
-def _subscribe(bucket: list[Callable[..., None]], item: Callable[..., None]) -> Undo:
+def _subscribe(bucket: list[Callable[..., None]], item: Callable[..., None],
+               what: str) -> Undo:
     if not callable(item):
         raise RegistrationError(f"expected a callable, got {type(item).__name__}")
     bucket.append(item)
@@ -290,4 +299,5 @@ def _subscribe(bucket: list[Callable[..., None]], item: Callable[..., None]) -> 
         if item in bucket:
             bucket.remove(item)
 
-    return undo
+    name = getattr(item, "__qualname__", None) or type(item).__name__
+    return Disposer(undo, f"{what} {name}")

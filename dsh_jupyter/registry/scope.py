@@ -9,6 +9,7 @@ tools, which shadow same-named inherited ones for this scope (and its children).
 
 from __future__ import annotations
 
+import html
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, TypeVar, overload
@@ -27,6 +28,25 @@ PresentationMode = Literal["native", "code", "both"]
 MODES: tuple[PresentationMode, ...] = ("native", "code", "both")
 
 Undo = Callable[[], None]
+
+
+class Disposer:
+    """What a registration returns: call it to undo exactly that registration (again:
+    nothing happens). Its repr says what it undoes, so a notebook cell that ends with a
+    registration echoes ``<undo: register 'read_file' (global)>``, not a closure."""
+
+    __slots__ = ("_undo", "what")
+
+    def __init__(self, undo: Callable[[], None], what: str) -> None:
+        self._undo = undo
+        self.what = what
+
+    def __call__(self) -> None:
+        self._undo()
+
+    def __repr__(self) -> str:
+        return f"<undo: {self.what}>"
+
 _H = TypeVar("_H")
 _F = TypeVar("_F", bound=Callable[..., Any])
 
@@ -96,7 +116,7 @@ class Layer:
                 self._registry._changed("unregister", self._scope_name, (name,))
 
         self._registry._changed("register", self._scope_name, (name,))
-        return undo
+        return Disposer(undo, f"register {name!r} (in {self._label})")
 
     @overload
     def tool(self, fn: _F, /, **options: Unpack[FunctionToolOptions]) -> _F: ...
@@ -146,7 +166,7 @@ class Layer:
                     self._registry._changed("policy", self._scope_name, ())
                     return
 
-        return undo
+        return Disposer(undo, f"{what} {_callable_name(item)} (in {self._label})")
 
     # Scope-only operations (rejected on the global layer) ------------------------------
     def restrict(self, *, allow: Iterable[str] | None = None,
@@ -176,6 +196,17 @@ class AgentScope(Layer):
     def __repr__(self) -> str:
         parent = f" parent={self.parent.name!r}" if self.parent else ""
         return f"<AgentScope {self.name!r}{parent}{' disposed' if self._disposed else ''}>"
+
+    def _repr_html_(self) -> str:
+        """The tools this scope sees (own, inherited, masked), its mode and policies."""
+        from .display import table_html
+
+        if self._disposed:
+            return f"<code>{html.escape(repr(self))}</code>"
+        registry = self._registry
+        children = [s.name for s in registry.scopes if s.parent is self]
+        return table_html(f"AgentScope {self.name!r}", registry.mode_for(self),
+                          registry.visible(self), registry._hooks(self), children)
 
     @property
     def _label(self) -> str:
@@ -229,7 +260,9 @@ class AgentScope(Layer):
                 self._masks.remove(mask)
                 self._registry._changed("restrict", self.name, ())
 
-        return undo
+        shown = ", ".join(f"{label}={sorted(names)}" for label, names
+                          in (("allow", allow_set), ("deny", deny_set)) if names is not None)
+        return Disposer(undo, f"restrict {shown} (scope {self.name!r})")
 
     def _check_restrictable(self, label: str, name: str, inherited: Iterable[str]) -> None:
         known = ", ".join(sorted(inherited)) or "(none)"
@@ -263,7 +296,7 @@ class AgentScope(Layer):
                 self._mode = None
                 self._registry._changed("present_as", self.name, ())
 
-        return undo
+        return Disposer(undo, f"present_as {mode!r} (scope {self.name!r})")
 
     def dispose(self) -> None:
         """Remove this scope (and its child scopes) with everything registered in it."""
@@ -287,3 +320,7 @@ def _name_set(names: Iterable[str] | None, label: str) -> frozenset[str] | None:
     if bad:
         raise RegistrationError(f"restrict({label}=...): tool names must be strings, got {bad!r}")
     return out
+
+
+def _callable_name(fn: object) -> str:
+    return getattr(fn, "__qualname__", None) or type(fn).__name__

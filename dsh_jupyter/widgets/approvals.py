@@ -34,7 +34,7 @@ from typing import Any, Literal, Protocol, TypeAlias
 from ..errors import RegistrationError
 from ..registry.execution import ToolExecution
 from ..registry.policy import Approval
-from ..registry.scope import Undo
+from ..registry.scope import Disposer, Undo
 from . import _ipw
 from .approval_card import ApprovalCard
 
@@ -80,7 +80,7 @@ class NotebookApprovals:
             if host in self._hosts:
                 self._hosts.remove(host)
 
-        return undo
+        return Disposer(undo, f"approval host {type(host).__name__}")
 
     async def request(self, execution: ToolExecution, reason: str | None) -> Approval:
         card = ApprovalCard(name=execution.name, arguments=execution.arguments, reason=reason)
