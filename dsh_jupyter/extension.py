@@ -16,6 +16,7 @@ nothing is nested, nothing blocks).
 from __future__ import annotations
 
 import argparse
+import html
 import shlex
 from dataclasses import dataclass
 from itertools import count
@@ -152,9 +153,21 @@ def sdk_text(namespace: dict[str, Any], line: str) -> str:
     return sdk_section(registry, scope, language=language).text
 
 
+def sdk_bundle(namespace: dict[str, Any], line: str) -> dict[str, str]:
+    """``%dsh_sdk``'s output: the text itself (``text/plain``), and for a front end a
+    framed, foldable block, so its headings do not mix with the notebook's own."""
+    text = sdk_text(namespace, line)
+    size = len(text.encode("utf-8"))
+    page = ("<details open style='border:1px solid var(--jp-border-color2, #ccc);"
+            "border-radius:4px;padding:2px 8px'><summary><b>SDK section the model sees</b> "
+            f"({size:,} bytes)</summary><pre style='white-space:pre-wrap;margin:4px 0'>"
+            f"{html.escape(text)}</pre></details>")
+    return {"text/plain": text, "text/html": page}
+
+
 def load_ipython_extension(ipython: Any) -> None:
     """Register ``%%run_code`` and ``%dsh_sdk`` (called by ``%load_ext dsh_jupyter``)."""
-    from IPython.display import Markdown, display
+    from IPython.display import display
 
     ipython.user_ns[_HELPER] = run_cell
     transformers = ipython.input_transformers_cleanup
@@ -167,7 +180,7 @@ def load_ipython_extension(ipython: Any) -> None:
                            "(it is rewritten into a top-level await)")
 
     def dsh_sdk(line: str) -> None:
-        display(Markdown(sdk_text(ipython.user_ns, line)))
+        display(sdk_bundle(ipython.user_ns, line), raw=True)
 
     ipython.register_magic_function(run_code_magic, "cell", "run_code")
     ipython.register_magic_function(dsh_sdk, "line", "dsh_sdk")
