@@ -78,3 +78,17 @@ async def gone(marker: str, within: float = 5.0) -> bool:
             return False
         await asyncio.sleep(0.05)
     return True
+
+
+# A program that fires 100,000 calls the host refuses at once (unknown names: the fastest
+# replies a program can get) while it does not read the replies. The injected ``tools``
+# refuses unknown names itself, so the flood goes to its bridge. It calls ``flooding``
+# first, so a test knows the flood is under way.
+REPLY_FLOOD = """\
+import sys
+bridge = sys.modules["_dsh_jupyter_inkernel"].runtime.bridge
+await tools.flooding({})
+for _ in range(100_000):
+    asyncio.ensure_future(bridge.call("nope", {}))
+await asyncio.sleep(30)
+"""

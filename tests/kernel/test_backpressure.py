@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 
 import pytest
-from kernel_support import Recorder, RuntimeFactory, run
+from kernel_support import REPLY_FLOOD, Recorder, RuntimeFactory, run
 from loop_lag import LoopLag
 
 from dsh_jupyter.json_value import JsonValue
@@ -17,16 +17,6 @@ from dsh_jupyter.kernel import KernelRuntime
 
 pytestmark = pytest.mark.kernel
 
-# Unknown names are answered at once, on the spot: the fastest replies a program can get.
-# The injected ``tools`` refuses unknown names itself, so the flood goes to its bridge.
-FLOOD = """\
-import sys
-bridge = sys.modules["_dsh_jupyter_inkernel"].runtime.bridge
-await tools.flooding({})
-for _ in range(100_000):
-    asyncio.ensure_future(bridge.call("nope", {}))
-await asyncio.sleep(30)
-"""
 
 INNOCENT = """\
 answers = []
@@ -58,7 +48,7 @@ async def test_a_reply_flood_fails_its_run_and_spares_the_host(
 
     async with LoopLag() as lag:
         started = loop.time()
-        flood = asyncio.create_task(run(flooded, FLOOD, {"flooding": under_way}))
+        flood = asyncio.create_task(run(flooded, REPLY_FLOOD, {"flooding": under_way}))
         await flooding.wait()  # the flood starts as this returns, before the innocent run
         bystander = await run(innocent, INNOCENT, {"echo": recorder.binding("echo")})
         result = await flood

@@ -13,6 +13,7 @@ try:
 except ModuleNotFoundError:  # running from a checkout that is not installed
     sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "reliability"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "kernel"))  # kernel_support
 
 from reliability_support import Figures, Harness, temp_root
 

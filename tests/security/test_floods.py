@@ -12,6 +12,7 @@ import asyncio
 from typing import Any
 
 import pytest
+from kernel_support import REPLY_FLOOD
 from reliability_support import Harness, code_registry, echo_body, json_tool, returned_by, run_code
 
 from dsh_jupyter import ToolRunContext
@@ -19,14 +20,6 @@ from dsh_jupyter.kernel.logs import OutputBudget
 
 pytestmark = [pytest.mark.kernel, pytest.mark.timeout(120)]
 
-REPLY_FLOOD = """\
-import sys
-bridge = sys.modules["_dsh_jupyter_inkernel"].runtime.bridge
-await tools.flooding({})
-for _ in range(100_000):
-    asyncio.ensure_future(bridge.call("nope", {}))
-await asyncio.sleep(30)
-"""
 INNOCENT = """\
 answers = [await tools.echo({"i": i}) for i in range(10)]
 return [answer["i"] for answer in answers]
