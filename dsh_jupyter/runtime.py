@@ -13,6 +13,11 @@ The end of a run is part of the contract: when the program has ended, for any re
 then waits for the calls still in flight before it returns. ``close`` must make those
 calls stop (a call still queued fails, a running one sees its signal), or the run would
 wait for them until they end on their own.
+
+Output as it happens: bindings that also implement :class:`OutputObserver` are told
+each completed log line, and each rich display of the program (``display(obj)``, a
+matplotlib figure), while the program runs, in order. It is a view for people (live
+cards); the result still carries every log line the run kept, and its displays.
 """
 
 from __future__ import annotations
@@ -25,7 +30,7 @@ from .abort import AbortController, AbortSignal
 from .json_value import JsonValue
 
 __all__ = ["Binding", "BindingError", "Bindings", "CodeRunFailure", "CodeRunResult", "CodeRuntime",
-           "FailureKind", "FunctionBindings"]
+           "Display", "FailureKind", "FunctionBindings", "OutputObserver"]
 
 FailureKind = Literal[
     "exception", "timeout", "abort", "kernel-exit", "invalid-output", "output-limit",
@@ -56,6 +61,30 @@ class Bindings(Protocol):
 
     def close(self, reason: str) -> None:
         """The program has ended: stop what is in flight. Called once per run."""
+        ...
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Display:
+    """One rich output of a program: a MIME bundle as Jupyter sends it (``text/plain``
+    always; ``image/png`` base64; ``text/html``...). ``after_logs`` is how many log
+    lines the program had completed when it displayed this (to show both in order)."""
+
+    data: Mapping[str, JsonValue]
+    metadata: Mapping[str, JsonValue]
+    after_logs: int
+
+
+@runtime_checkable
+class OutputObserver(Protocol):
+    """Optional second face of :class:`Bindings`: output while the program runs."""
+
+    def on_log(self, line: str) -> None:
+        """A completed log line (one entry of the result's ``logs``)."""
+        ...
+
+    def on_display(self, display: Display) -> None:
+        """A rich output, within the run's display budget."""
         ...
 
 
@@ -112,6 +141,8 @@ class CodeRunResult:
     logs: tuple[str, ...] = ()
     value: JsonValue = None
     failure: CodeRunFailure | None = None
+    displays: tuple[Display, ...] = ()
+    """Rich outputs within the display budget, in the order the program showed them."""
 
 
 @runtime_checkable
