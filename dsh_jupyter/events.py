@@ -1,11 +1,14 @@
 """Durable session events: what a session log keeps, and how to write and read it.
 
-The registry emits ``tool/call`` and ``tool/result`` for top-level calls; Code
-Mode adds ``tool/code-dispatch-start`` and ``tool/code-dispatch`` for each
-sub-call of a ``run_code`` program; the agent loop adds ``agent/*`` events
-around them (see :mod:`dsh_jupyter.agent.events` for their order). Events are
-plain JSON (TypedDicts with a ``kind``), so a JSON Lines log replays into the
-same cards without running anything::
+The registry emits ``tool/call`` and ``tool/result`` for top-level calls, and
+``tool/approval-request`` / ``tool/approval`` around every ``Ask`` (top-level or
+sub-call); Code Mode adds ``tool/code-dispatch-start``, ``tool/code-dispatch-running``
+and ``tool/code-dispatch`` for each sub-call of a ``run_code`` program, and
+``tool/code-output`` for what the program prints and displays while it runs (the
+result still carries its logs: these are for live cards and replays); the agent
+loop adds ``agent/*`` events around them (see :mod:`dsh_jupyter.agent.events` for
+their order). Events are plain JSON (TypedDicts with a ``kind``), so a JSON Lines
+log replays into the same cards without running anything::
 
     with JsonlSessionWriter("session.jsonl") as writer:
         undo = registry.on_event(writer)
@@ -25,8 +28,12 @@ from .json_dump import dump_json
 from .json_value import JsonValue
 
 __all__ = [
+    "ApprovalEvent",
+    "ApprovalRequestEvent",
     "CodeDispatchEvent",
+    "CodeDispatchRunningEvent",
     "CodeDispatchStartEvent",
+    "CodeOutputEvent",
     "EVENT_KINDS",
     "EventSink",
     "JsonlSessionWriter",
@@ -86,8 +93,57 @@ class CodeDispatchStartEvent(TypedDict):
     time: float
 
 
+class CodeDispatchRunningEvent(TypedDict):
+    """A started sub-call passed its pre-execute stage (policy, approval, guards): its
+    body runs now. Until then it was waiting (for a sibling's stage or an approval)."""
+
+    kind: Literal["tool/code-dispatch-running"]
+    root_call_id: str
+    parent_call_id: str
+    call_id: str
+    time: float
+
+
+class CodeOutputEvent(TypedDict):
+    """Output of a running ``run_code`` program (``call_id`` is the run_code call):
+    completed log lines in order, then at most one display (a Jupyter MIME bundle
+    ``{"data": {...}, "metadata": {...}}``) that came after them."""
+
+    kind: Literal["tool/code-output"]
+    root_call_id: str
+    call_id: str
+    logs: list[str]
+    display: NotRequired[dict[str, Any]]
+    time: float
+
+
+class ApprovalRequestEvent(TypedDict):
+    """A call's pre-execute stage asked for approval (``reason`` as the policy gave it)."""
+
+    kind: Literal["tool/approval-request"]
+    call_id: str
+    name: str
+    reason: str | None
+    agent: str | None
+    time: float
+
+
+class ApprovalEvent(TypedDict):
+    """The answer to an approval request (``answered_by``: ``user``, ``policy '...'``,
+    ``abort`` when the call was stopped first)."""
+
+    kind: Literal["tool/approval"]
+    call_id: str
+    name: str
+    approved: bool
+    answered_by: str
+    note: str | None
+    time: float
+
+
 class CodeDispatchEvent(TypedDict):
-    """A ``run_code`` program's ``await tools.x(...)`` ended."""
+    """A ``run_code`` program's ``await tools.x(...)`` ended. ``running`` is when its
+    body started (absent when it never did, and in logs of earlier versions)."""
 
     kind: Literal["tool/code-dispatch"]
     root_call_id: str
@@ -100,6 +156,7 @@ class CodeDispatchEvent(TypedDict):
     content: list[dict[str, Any]]
     error: NotRequired[ErrorJson]
     started: float
+    running: NotRequired[float]
     ended: float
 
 
@@ -171,13 +228,15 @@ AgentEvent: TypeAlias = (
     | AgentRunEndEvent
 )
 SessionEvent: TypeAlias = (
-    ToolCallEvent | ToolResultEvent | CodeDispatchStartEvent | CodeDispatchEvent | AgentEvent
+    ToolCallEvent | ToolResultEvent | CodeDispatchStartEvent | CodeDispatchRunningEvent
+    | CodeDispatchEvent | CodeOutputEvent | ApprovalRequestEvent | ApprovalEvent | AgentEvent
 )
 EventSink: TypeAlias = Callable[[SessionEvent], None]
 AGENT_EVENT_KINDS = ("agent/run-start", "agent/message", "agent/request", "agent/response",
                      "agent/run-end")
-EVENT_KINDS = ("tool/call", "tool/result", "tool/code-dispatch-start", "tool/code-dispatch",
-               *AGENT_EVENT_KINDS)
+EVENT_KINDS = ("tool/call", "tool/result", "tool/code-dispatch-start",
+               "tool/code-dispatch-running", "tool/code-dispatch", "tool/code-output",
+               "tool/approval-request", "tool/approval", *AGENT_EVENT_KINDS)
 
 
 class JsonlSessionWriter:

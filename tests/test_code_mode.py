@@ -24,6 +24,7 @@ from dsh_jupyter.errors import CodeModeError
 from dsh_jupyter.json_value import JsonValue, snapshot_json
 from dsh_jupyter.kernel import KernelRuntime, KernelRuntimeConfig
 from dsh_jupyter.registry.code_mode import RunCodeRendering, render_result_value
+from dsh_jupyter.registry.pipeline import cancelled_call
 from dsh_jupyter.runtime import CodeRuntime
 from dsh_jupyter.testing import InProcessRuntime
 
@@ -333,11 +334,14 @@ return 'done'
     kinds = [(e["kind"], e["call_id"]) for e in events]
     assert kinds == [("tool/call", "r1"),
                      ("tool/code-dispatch-start", "r1:code:1"),
+                     ("tool/code-dispatch-running", "r1:code:1"),
                      ("tool/code-dispatch", "r1:code:1"),
                      ("tool/code-dispatch-start", "r1:code:2"),
-                     ("tool/code-dispatch", "r1:code:2"),
+                     ("tool/code-dispatch", "r1:code:2"),  # invalid: never dispatched
                      ("tool/result", "r1")]
     settled = [e for e in events if e["kind"] == "tool/code-dispatch"]
+    assert settled[0]["started"] <= settled[0]["running"] <= settled[0]["ended"]
+    assert "running" not in settled[1]
     assert settled[0]["is_error"] is False and settled[0]["content"][0]["text"] == "a"
     assert settled[1]["is_error"] is True and settled[1]["error"]["code"] == "INVALID_ARGS"
     assert all(e["parent_call_id"] == "r1" and e["root_call_id"] == "r1" for e in settled)
@@ -454,6 +458,7 @@ async def test_outer_abort_aborts_in_flight_and_abandons_queued_calls(
     assert len(seen_signals) == 1 and seen_signals[0].aborted
     # one started sub-call, settled once; the two queued ones left no events
     assert events == ["tool/call r1", "tool/code-dispatch-start r1:code:1",
+                      "tool/code-dispatch-running r1:code:1",
                       "tool/code-dispatch r1:code:1", "tool/result r1"]
 
 
@@ -499,14 +504,22 @@ async def test_cancelling_the_outer_task_settles_sub_calls(code_runtime: CodeRun
                                   execute=slow))
     events: list[str] = []
     registry.on_event(lambda e: events.append(e["kind"]))
-    task = asyncio.create_task(run(registry, "await tools.slow({})"))
+    task = asyncio.create_task(run(registry, "print('before')\nawait tools.slow({})"))
     await started.wait()
     task.cancel()
-    with pytest.raises(asyncio.CancelledError):
+    with pytest.raises(asyncio.CancelledError) as raised:
         await task
-    assert stopped == ["run_code settled"]
-    assert events == ["tool/call", "tool/code-dispatch-start", "tool/code-dispatch",
-                      "tool/result"]
+    # The cancellation stopped the program as an abort: the sub-call saw why, and the
+    # published result (carried by the CancelledError) kept what the program printed.
+    assert stopped == ["the call was cancelled"]
+    assert [e for e in events if e != "tool/code-output"] == [
+        "tool/call", "tool/code-dispatch-start", "tool/code-dispatch-running",
+        "tool/code-dispatch", "tool/result"]
+    stopped_call = cancelled_call(raised.value)
+    assert stopped_call is not None and stopped_call.name == "run_code"
+    assert stopped_call.result.error is not None
+    assert stopped_call.result.error.message == (
+        "code run failed (abort): the call was cancelled\nCaptured output:\nbefore")
 
 
 async def test_pre_aborted_run_code_never_starts_the_runtime() -> None:

@@ -11,8 +11,16 @@ Scheduling, per run:
   runs alone, and holds later calls until it has finished;
 - pre-execute stages (with guards and approvals) of sub-calls never overlap;
   post-execute stages and context deferral run in submission order;
-- every started call emits ``tool/code-dispatch-start`` and exactly one
-  ``tool/code-dispatch``; calls abandoned in the queue emit neither.
+- every started call emits ``tool/code-dispatch-start``, then
+  ``tool/code-dispatch-running`` once its policy let it through (the time between is
+  waiting: for a sibling's policy stage or an approval), and exactly one
+  ``tool/code-dispatch``; calls abandoned in the queue emit none of them.
+
+Output: the bridge is also the run's :class:`~dsh_jupyter.runtime.OutputObserver`.
+Log lines are batched into ``tool/code-output`` events (at once when the last batch
+is older than :data:`OUTPUT_BATCH_SECONDS`, else at the end of that interval), and a
+display flushes the lines before it, so events keep the program's order. Nothing is
+kept or emitted when nobody listens.
 
 Settlement: the bridge is the run's :class:`~dsh_jupyter.runtime.Bindings`. When the
 program ends the runtime calls :meth:`DispatchBridge.close`: the run signal aborts
@@ -30,13 +38,18 @@ from collections import deque
 from collections.abc import AsyncIterator, Collection
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from .._waiting import wait_quietly, wait_uncancelled
 from ..abort import AbortController, AbortSignal
-from ..events import CodeDispatchEvent, CodeDispatchStartEvent
+from ..events import (
+    CodeDispatchEvent,
+    CodeDispatchRunningEvent,
+    CodeDispatchStartEvent,
+    CodeOutputEvent,
+)
 from ..json_value import JsonObject, JsonValue, NotJsonError, snapshot_json
-from ..runtime import BindingError
+from ..runtime import BindingError, Display
 from .execution import ToolCall, ToolRunContext
 from .pipeline import execute
 from .results import ToolResult
@@ -45,6 +58,7 @@ if TYPE_CHECKING:
     from ._view import RegistryView
 
 SETTLED_REASON = "run_code settled"
+OUTPUT_BATCH_SECONDS = 0.1
 
 
 @dataclass(eq=False, slots=True)
@@ -57,6 +71,7 @@ class _SubCall:
     future: asyncio.Future[JsonValue]
     previous_done: asyncio.Event | None = None
     done: asyncio.Event = field(default_factory=asyncio.Event)
+    running: float | None = None
 
 
 class _Gate:
@@ -78,6 +93,9 @@ class _Gate:
         if self._call.previous_done is not None:
             await self._call.previous_done.wait()
         yield
+
+    def dispatching(self) -> None:
+        self._bridge._dispatching(self._call)
 
 
 class DispatchBridge:
@@ -102,6 +120,9 @@ class DispatchBridge:
         self._settled = False
         root = ctx.execution
         self._root_call_id = root.call_id
+        self._lines: list[str] = []
+        self._batch_due: asyncio.TimerHandle | None = None
+        self._last_batch = 0.0
 
     @property
     def signal(self) -> AbortSignal:
@@ -120,9 +141,46 @@ class DispatchBridge:
         calls (running ones see the signal; :meth:`settle` awaits them)."""
         self._end()
 
+    def stop(self, reason: str) -> None:
+        """Abort the run (the runtime stops the program, keeping what it printed)."""
+        self._run.abort(reason)
+
+    # Output (OutputObserver) -------------------------------------------------------------
+    def on_log(self, line: str) -> None:
+        if not self._registry._listening:
+            return
+        self._lines.append(line)
+        if self._batch_due is None:
+            loop = asyncio.get_running_loop()
+            wait = self._last_batch + OUTPUT_BATCH_SECONDS - loop.time()
+            if wait <= 0:
+                self._flush_output()
+            else:
+                self._batch_due = loop.call_later(wait, self._flush_output)
+
+    def on_display(self, display: Display) -> None:
+        if self._registry._listening:
+            self._flush_output({"data": dict(display.data), "metadata": dict(display.metadata)})
+
+    def _flush_output(self, display: dict[str, Any] | None = None) -> None:
+        if self._batch_due is not None:
+            self._batch_due.cancel()
+            self._batch_due = None
+        if not self._lines and display is None:
+            return
+        self._last_batch = asyncio.get_running_loop().time()
+        event = CodeOutputEvent(kind="tool/code-output", root_call_id=self._root_call_id,
+                                call_id=self._ctx.call_id, logs=self._lines, time=time.time())
+        if display is not None:
+            event["display"] = display
+        self._lines = []
+        self._registry.emit(event)
+
+    # Scheduling --------------------------------------------------------------------------
     def _end(self) -> None:
         if self._settled:
             return
+        self._flush_output()
         self._settled = True
         self._run.abort(SETTLED_REASON)
         while self._queue:
@@ -214,6 +272,13 @@ class DispatchBridge:
             if cancelled:
                 raise asyncio.CancelledError
 
+    def _dispatching(self, sub: _SubCall) -> None:
+        sub.running = time.time()
+        if self._registry._listening:
+            self._registry.emit(CodeDispatchRunningEvent(
+                kind="tool/code-dispatch-running", root_call_id=self._root_call_id,
+                parent_call_id=self._ctx.call_id, call_id=sub.call_id, time=sub.running))
+
     def _emit_settled(self, sub: _SubCall, result: ToolResult | None, started: float,
                       agent: str | None) -> None:
         event = CodeDispatchEvent(
@@ -224,6 +289,8 @@ class DispatchBridge:
             content=[dict(b) for b in result.content] if result is not None
             else [{"type": "text", "text": "Error: the call was cancelled"}],
             started=started, ended=time.time())
+        if sub.running is not None:
+            event["running"] = sub.running
         if result is not None and result.error is not None:
             event["error"] = {"message": result.error.message, "code": result.error.code}
         elif result is None:

@@ -14,7 +14,7 @@ import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, cast
 
-from .._waiting import wait_quietly
+from .._waiting import wait_quietly, wait_uncancelled
 from ..errors import CodeModeError, CodeRunFailedError
 from ..json_dump import dump_json
 from ..json_value import JsonObject, JsonValue, snapshot_json
@@ -31,6 +31,7 @@ if TYPE_CHECKING:
     from ._view import RegistryView
 
 NO_OUTPUT = "(run_code completed with no output)"
+CANCELLED_REASON = "the call was cancelled"
 
 RUN_CODE_DESCRIPTION = (
     "Run a Python program that calls the tools through the `tools` SDK described in the "
@@ -161,8 +162,16 @@ async def _run_program(registry: RegistryView, program: str, ctx: ToolRunContext
                             "registry.code_runtime = runtime")
     names = sorted(n for n in registry.visible(ctx.agent) if n != RESERVED_NAME)
     bridge = DispatchBridge(registry, ctx, names)
+    run = asyncio.ensure_future(runtime.run(program, bridge, bridge.signal))
     try:
-        result = await runtime.run(program, bridge, bridge.signal)
+        result = await asyncio.shield(run)
+    except asyncio.CancelledError:
+        # Our task was cancelled (Kernel > Interrupt, an agent stopped): stop the program
+        # as an abort, so its result keeps what it printed. The cancellation is not lost:
+        # the pipeline sees the task's request and re-raises once this failure is published.
+        bridge.stop(CANCELLED_REASON)
+        await wait_uncancelled((run,))
+        result = run.result()
     finally:
         # Settle even when our own task is cancelled: no sub-call may outlive the run.
         await wait_quietly((asyncio.ensure_future(bridge.settle()),))

@@ -9,7 +9,12 @@ Every outcome is a :class:`ToolResult`. Cancellation: a signal aborted before th
 body starts yields ``ABORTED_BEFORE_DISPATCH``; after it, only a success becomes
 ``ABORTED``; a started body is always awaited to settlement. If the awaiting
 task itself is cancelled, the call's result is still published (as aborted)
-before ``CancelledError`` propagates.
+before ``CancelledError`` propagates. A body may turn that cancellation into an
+orderly stop instead (run_code does: the program is aborted and its logs are kept)
+by returning or raising its own failure: the pipeline sees the task's cancellation
+request, publishes that failure (a success becomes ``ABORTED``) and re-raises.
+Either way the ``CancelledError`` that propagates carries the call as
+:class:`CancelledCall` in ``error.cancelled_call``, for a front end to show.
 
 Threads: every hook runs on the event loop, except for a large value
 (:func:`~dsh_jupyter.registry.offload.is_large`: more than a couple of thousand
@@ -28,13 +33,13 @@ import logging
 import time
 from collections.abc import Awaitable, Callable
 from contextlib import AbstractAsyncContextManager
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Protocol, cast
 
 from .._waiting import wait_quietly, wait_uncancelled
 from ..abort import AbortSignal
 from ..errors import DshError, ToolArgsError
-from ..events import ToolCallEvent, ToolResultEvent
+from ..events import ApprovalEvent, ApprovalRequestEvent, ToolCallEvent, ToolResultEvent
 from ..json_value import FrozenDict, JsonObject, NotJsonError, snapshot_json
 from .definition import ToolDefinition
 from .execution import ExecutionToken, ToolCall, ToolExecution, ToolRunContext
@@ -57,12 +62,31 @@ _log = logging.getLogger(__name__)
 _NEVER = AbortSignal()  # shared: nobody holds its controller, so it never aborts
 
 
+@dataclass(frozen=True, slots=True)
+class CancelledCall:
+    """What a cancelled top-level or nested call published (on ``CancelledError``)."""
+
+    call_id: str
+    name: str
+    arguments: JsonObject
+    result: ToolResult
+    seconds: float
+
+
+def cancelled_call(error: BaseException) -> CancelledCall | None:
+    """The call a ``CancelledError`` from :func:`execute` was cancelled in, if any."""
+    found = getattr(error, "cancelled_call", None)
+    return found if isinstance(found, CancelledCall) else None
+
+
 class StageGate(Protocol):
     """Lets Code Mode order sub-calls: ``pre()`` wraps pre-execute and guards,
-    ``post()`` wraps post-execute and context deferral."""
+    ``post()`` wraps post-execute and context deferral; ``dispatching()`` is told when
+    the call passed its policy and is dispatched to the wrappers and the body."""
 
     def pre(self) -> AbstractAsyncContextManager[None]: ...
     def post(self) -> AbstractAsyncContextManager[None]: ...
+    def dispatching(self) -> None: ...
 
 
 class Resolver(Protocol):
@@ -103,18 +127,34 @@ async def execute(registry: RegistryView, call: ToolCall, *,
         registry.emit(ToolCallEvent(kind="tool/call", call_id=call.call_id, name=call.name,
                                     arguments=args, agent=_agent_name(execution),
                                     time=started))
+    task = asyncio.current_task()
+    requests = task.cancelling() if task is not None else 0
     try:
         result = await _run(registry, execution, definition, resolved, args_error, state, gate)
         if definition is not None and definition.output.presentation_meta is not None:
             result = await _with_meta(execution, definition, result)
-    except asyncio.CancelledError:
+    except asyncio.CancelledError as error:
         if state.body_done is not None:
             await wait_uncancelled((state.body_done,))  # cancelled already: re-raised below
-        _publish(registry, execution, definition,
-                 failure("tool call cancelled", "ABORTED" if state.body_started
-                         else "ABORTED_BEFORE_DISPATCH"), started)
-        raise
+        result = failure("tool call cancelled", "ABORTED" if state.body_started
+                         else "ABORTED_BEFORE_DISPATCH")
+        raise _cancelled(error, execution, _publish(registry, execution, definition, result,
+                                                    started), started) from None
+    if task is not None and task.cancelling() > requests:
+        # The body turned our cancellation into an orderly stop: publish, then re-raise.
+        if not result.is_error:
+            result = failure("tool call cancelled", "ABORTED", contexts=result.additional_contexts)
+        raise _cancelled(asyncio.CancelledError(), execution,
+                         _publish(registry, execution, definition, result, started), started)
     return _publish(registry, execution, definition, result, started)
+
+
+def _cancelled(error: asyncio.CancelledError, execution: ToolExecution, result: ToolResult,
+               started: float) -> asyncio.CancelledError:
+    error.cancelled_call = CancelledCall(  # type: ignore[attr-defined]
+        call_id=execution.call_id, name=execution.name, arguments=execution.arguments,
+        result=result, seconds=time.time() - started)
+    return error
 
 
 async def _run(registry: RegistryView, execution: ToolExecution,
@@ -140,6 +180,8 @@ async def _run(registry: RegistryView, execution: ToolExecution,
         return denied
     if _aborted(signal):
         return _aborted_before(signal)
+    if gate is not None:
+        gate.dispatching()
     result = await _dispatch(execution, definition, hooks.wrappers, state)
     if gate is None:
         result = await _post(execution, definition, hooks.post, result, state)
@@ -226,15 +268,36 @@ async def _ask(registry: RegistryView, execution: ToolExecution,
     service = registry.approval
     if service is None:
         return Deny(f"{why} (denied: no approval service is attached)")
+    listening = registry._listening
+    if listening:
+        registry.emit(ApprovalRequestEvent(
+            kind="tool/approval-request", call_id=execution.call_id, name=execution.name,
+            reason=ask.reason, agent=_agent_name(execution), time=time.time()))
     try:
         answer = await service.request(execution, ask.reason)
     except Exception as exc:
+        _answered(registry, execution, Approval(approved=False, answered_by="error",
+                                                note=_describe(exc)), listening)
         return failure(f"approval failed: {_describe(exc)}", "HOOK_FAILED")
+    except asyncio.CancelledError:
+        _answered(registry, execution, Approval(approved=False, answered_by="abort",
+                                                note="the call was cancelled"), listening)
+        raise
     approval = answer if isinstance(answer, Approval) else Approval(approved=bool(answer))
+    _answered(registry, execution, approval, listening)
     if approval.approved:
         return Allow()
     note = f": {approval.note}" if approval.note else ""
     return Deny(f"{why} (rejected by {approval.answered_by}{note})")
+
+
+def _answered(registry: RegistryView, execution: ToolExecution, approval: Approval,
+              listening: bool) -> None:
+    if listening:
+        registry.emit(ApprovalEvent(
+            kind="tool/approval", call_id=execution.call_id, name=execution.name,
+            approved=approval.approved, answered_by=approval.answered_by, note=approval.note,
+            time=time.time()))
 
 
 async def _dispatch(execution: ToolExecution, definition: ToolDefinition,
