@@ -2,10 +2,14 @@
 
 - ``%%run_code [REGISTRY] [--scope NAME] [--description TEXT] [--out VAR]`` runs the
   cell as a run_code program against a registry from the user namespace (the only
-  :class:`ToolRegistry` there, or the one named), displays the run_code card, and
-  makes the outcome available as the cell's value (``_``) and, with ``--out``, as
-  ``VAR``.
+  :class:`ToolRegistry` there, or the one named). Its run_code card is the cell's
+  output from the start and updates in place (log lines, displays, sub-calls,
+  approvals); its Stop button, or Kernel > Interrupt, stops the program and leaves
+  the card saying so, with what the program printed. The outcome is the cell's value
+  (``_``) and, with ``--out``, ``VAR``.
 - ``%dsh_sdk [REGISTRY] [--scope NAME]`` shows the SDK section the model would see.
+- Interrupting a cell that awaits ``registry.execute(...)`` shows the stopped call's
+  card and one line instead of a ``CancelledError`` traceback.
 
 A cell magic is a synchronous function, but a run must await tools on the
 kernel's own event loop. So the extension rewrites ``%%run_code`` cells into one
@@ -16,17 +20,25 @@ nothing is nested, nothing blocks).
 from __future__ import annotations
 
 import argparse
+import asyncio
 import html
 import shlex
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from itertools import count
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from .abort import AbortController
 from .errors import RegistrationError
 from .events import SessionEvent
 from .registry import ToolCall, ToolRegistry
+from .registry.pipeline import cancelled_call
 from .registry.results import ToolResult
 from .registry.scope import AgentScope
+from .widgets.run_code import USER_STOP, RunCodeCard
+
+if TYPE_CHECKING:
+    from .widgets.session import CallView
 
 MAGIC = "%%run_code"
 _HELPER = "__dsh_jupyter_run_code__"
@@ -43,6 +55,9 @@ class RunCodeOutcome:
     description: str
     events: tuple[SessionEvent, ...] = ()
     registry: ToolRegistry | None = None
+    stopped_by: str | None = None
+    """``"the user"`` when the run was stopped (Stop button, Kernel > Interrupt)."""
+    _live: list[bool] = field(default_factory=list, repr=False, compare=False)
 
     @property
     def value(self) -> Any:
@@ -66,7 +81,21 @@ class RunCodeOutcome:
         from .widgets import replay
 
         view = replay(self.events, registry=self.registry)
+        if self.stopped_by is not None:
+            for card in view.cards:
+                if isinstance(card, RunCodeCard):
+                    card.stopped_by = self.stopped_by
         return view._repr_mimebundle_(include=include, exclude=exclude)
+
+    def _ipython_display_(self) -> None:
+        # The cell already shows the live card: its value adds nothing the first time
+        # (IPython still stores it as ``_``); displayed again later, it shows the card.
+        if self._live:
+            self._live.clear()
+            return
+        from IPython.display import display
+
+        display(self._repr_mimebundle_(), raw=True)
 
 
 def _parser(prog: str) -> argparse.ArgumentParser:
@@ -114,21 +143,59 @@ async def run_cell(namespace: dict[str, Any], line: str, cell: str) -> RunCodeOu
     if registry.mode_for(scope) == "native":
         raise RegistrationError("%%run_code needs Code Mode: create the registry with "
                                 "ToolRegistry(mode='code' or 'both', code_runtime=...)")
+    arguments = {"code": cell, "description": options.description}
+    stop = AbortController()
+    loop = asyncio.get_running_loop()
     call = ToolCall(call_id=f"cell-{next(_counter)}", name="run_code", agent=scope,
-                    arguments={"code": cell, "description": options.description})
+                    arguments=arguments, signal=stop.signal)
     events: list[SessionEvent] = []
     undo = registry.on_event(events.append)
+    def on_stop() -> None:  # a click may arrive outside the loop's thread
+        loop.call_soon_threadsafe(stop.abort, USER_STOP)
+
+    live = _live_view(registry, call, arguments, on_stop)
+    stopped_by: str | None = None
     try:
         result = await registry.execute(call)
+    except asyncio.CancelledError as error:
+        stopped = cancelled_call(error)
+        task = asyncio.current_task()
+        if stopped is None or stopped.call_id != call.call_id or task is None:
+            raise
+        task.uncancel()  # Kernel > Interrupt: the run is stopped, the cell ends normally
+        result, stopped_by = stopped.result, "the user"
     finally:
         undo()
+        if live is not None:
+            live.close()
+    if stop.signal.aborted:
+        stopped_by = "the user"
     mine = tuple(e for e in events if e.get("call_id") == call.call_id
-                 or e.get("parent_call_id") == call.call_id)
+                 or e.get("parent_call_id") == call.call_id
+                 or str(e.get("call_id", "")).startswith(f"{call.call_id}:code:"))
     outcome = RunCodeOutcome(result=result, program=cell, description=options.description,
-                             events=mine, registry=registry)
+                             events=mine, registry=registry, stopped_by=stopped_by)
+    if live is not None:
+        if stopped_by is not None and isinstance(live.main, RunCodeCard):
+            live.main.finish_stopped(stopped_by)
+            live.refresh()
+        outcome._live.append(True)
     if options.out:
         namespace[options.out] = outcome
     return outcome
+
+
+def _live_view(registry: ToolRegistry, call: ToolCall, arguments: dict[str, Any],
+               stop: Callable[[], None]) -> CallView | None:
+    """Show the call's card as the cell's output now (only inside an IPython kernel)."""
+    from .widgets import _ipw
+    from .widgets.session import CallView
+
+    if not _ipw.in_kernel():
+        return None
+    view = CallView(registry, call.call_id, call.name, arguments, agent=call.agent, stop=stop)
+    view._ipython_display_()
+    return view
 
 
 def _rewrite(lines: list[str]) -> list[str]:
@@ -165,11 +232,36 @@ def sdk_bundle(namespace: dict[str, Any], line: str) -> dict[str, str]:
     return {"text/plain": text, "text/html": page}
 
 
+def show_stopped(shell: Any, etype: type[BaseException], value: BaseException, tb: Any,
+                 tb_offset: int | None = None) -> None:
+    """IPython's handler for a ``CancelledError`` ending a cell: a call stopped by
+    Kernel > Interrupt shows its card and one line; anything else its traceback."""
+    from IPython.display import display
+
+    stopped = cancelled_call(value)
+    if stopped is None:
+        stb = shell.InteractiveTB.structured_traceback(etype, value, tb, tb_offset=tb_offset)
+        shell._showtraceback(etype, value, stb)
+        return
+    from .widgets import tool_card
+
+    card = tool_card(stopped.name, stopped.arguments, result=stopped.result,
+                     duration=stopped.seconds)
+    if isinstance(card, RunCodeCard):
+        card.finish_stopped("the user")
+    display(card)
+    print(f"Stopped by the user after {stopped.seconds:.1f} s: {stopped.name} "
+          f"({stopped.call_id}).")
+
+
 def load_ipython_extension(ipython: Any) -> None:
-    """Register ``%%run_code`` and ``%dsh_sdk`` (called by ``%load_ext dsh_jupyter``)."""
+    """Register ``%%run_code`` and ``%dsh_sdk`` (called by ``%load_ext dsh_jupyter``),
+    and the handler that shows a call stopped by Kernel > Interrupt as its card."""
     from IPython.display import display
 
     ipython.user_ns[_HELPER] = run_cell
+    if not ipython.custom_exceptions:  # never displace another extension's handler
+        ipython.set_custom_exc((asyncio.CancelledError,), show_stopped)
     transformers = ipython.input_transformers_cleanup
     if _rewrite not in transformers:
         transformers.insert(0, _rewrite)
@@ -191,3 +283,5 @@ def unload_ipython_extension(ipython: Any) -> None:
     if _rewrite in transformers:
         transformers.remove(_rewrite)
     ipython.user_ns.pop(_HELPER, None)
+    if ipython.custom_exceptions == (asyncio.CancelledError,):
+        ipython.set_custom_exc((), None)

@@ -11,7 +11,8 @@ from dataclasses import dataclass
 from typing import Literal, TypeAlias
 
 Tone = Literal["plain", "muted", "ok", "error"]
-Status = Literal["running", "ok", "error", "waiting", "approved", "rejected", "cancelled"]
+Status = Literal["queued", "running", "ok", "error", "stopped", "waiting", "approved",
+                 "rejected", "cancelled"]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -87,6 +88,8 @@ class Doc:
     subtitle: str | None = None
     blocks: tuple[Block, ...] = ()
     duration: float | None = None
+    waited: float | None = None
+    """Time spent waiting before it ran (queued, or for an approval): widget only."""
 
 
 Block: TypeAlias = Text | Field | Code | Items | Links | Section | Doc

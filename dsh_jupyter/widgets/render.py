@@ -15,7 +15,8 @@ from .highlight import highlight_lines
 from .text import clean, clip, escape_html, escape_markdown, fence
 
 STATUS_COLORS = {
-    "running": "#0969da", "ok": "#1a7f37", "error": "#cf222e", "waiting": "#9a6700",
+    "queued": "#8c959f", "running": "#0969da", "ok": "#1a7f37", "error": "#cf222e",
+    "stopped": "#6e7781", "waiting": "#9a6700",
     "approved": "#1a7f37", "rejected": "#cf222e", "cancelled": "#6e7781",
 }
 TONE_COLORS: dict[Tone, str | None] = {
@@ -194,6 +195,9 @@ def html_header(doc: Doc, *, timing: bool = False) -> str:
     if timing and doc.duration is not None:
         parts.append(f'<span class="dsh-duration" style="color:#6e7781;font-size:11px">'
                      f"{format_duration(doc.duration)}</span>")
+    if timing and doc.waited:
+        parts.append(f'<span class="dsh-waited" style="color:#6e7781;font-size:11px">'
+                     f"(waited {format_duration(doc.waited)})</span>")
     return f'<div class="dsh-header">{" ".join(parts)}</div>'
 
 

@@ -5,6 +5,7 @@ the failure kind and message."""
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from typing import Any
 
 from ..json_value import JsonValue
@@ -14,12 +15,15 @@ from ..registry.results import content_text
 from ..registry.scope import RESERVED_NAME
 from . import _ipw
 from .cards import _CallCard
-from .doc import Block, Code, Doc, Field, Section, Text
+from .doc import Block, Code, Doc, Field, Section, Status, Text
 from .render import html_blocks, html_header
 from .text import plural, summarize_arguments
 from .views import error_blocks
 
 OPEN_PROGRAM_LINES = 15
+LIVE_LOG_LINES = 200
+USER_STOP = "stopped by the user"
+"""The abort reason of a card's Stop button."""
 # code_mode.failure_message: "code run failed (<kind>): <message>[\nCaptured output:\n<logs>]"
 _FAILURE = re.compile(r"code run failed \(([a-z-]+)\): (.*)", re.S)
 _CAPTURED = "\nCaptured output:\n"
@@ -27,20 +31,59 @@ _CAPTURED = "\nCaptured output:\n"
 
 class SubCallCard(_CallCard):
     """One ``await tools.x(...)`` of a program: name, argument summary, status,
-    duration (widget only) and the error message."""
+    durations (widget only) and the error message.
+
+    A started call is ``queued`` until its policy lets it through (``waiting`` while
+    its own approval is pending; ``blocked_by`` names a sibling whose approval it
+    waits behind), then ``running``; its duration counts from then, and the time
+    before shows as waited."""
 
     kind = "sub-call"
 
-    def __init__(self, *, name: str, arguments: JsonValue) -> None:
+    def __init__(self, *, name: str, arguments: JsonValue, number: int = 0) -> None:
         super().__init__()
         self.name = name
         self.arguments = arguments
+        self.number = number
         self.durable: DurableResult | None = None
         self.duration: float | None = None
+        self.waited: float | None = None
+        self.started: float | None = None
+        self.running: float | None = None
+        self.asking = False
+        self.blocked_by: str | None = None
 
-    def finish(self, durable: DurableResult, *, duration: float | None = None) -> None:
-        self.durable, self.duration = durable, duration
+    @property
+    def status(self) -> Status:
+        if self.durable is not None:
+            return "error" if self.durable.is_error else "ok"
+        if self.asking:
+            return "waiting"
+        return "running" if self.running is not None else "queued"
+
+    def dispatched(self, time: float) -> None:
+        """Its policy let it through at ``time``: it runs now."""
+        self.running = time
+        self.asking = False
+        self.blocked_by = None
         self._changed()
+
+    def finish(self, durable: DurableResult, *, duration: float | None = None,
+               waited: float | None = None) -> None:
+        self.durable, self.duration, self.waited = durable, duration, waited
+        self.asking = False
+        self.blocked_by = None
+        self._changed()
+
+    def _detail(self) -> str | None:
+        durable = self.durable
+        if durable is not None:
+            return durable.error_code if durable.is_error else None
+        if self.asking:
+            return "approval"
+        if self.running is None and self.blocked_by is not None:
+            return f"waiting for approval of {self.blocked_by}"
+        return None
 
     def _document(self) -> Doc:
         durable = self.durable
@@ -49,9 +92,9 @@ class SubCallCard(_CallCard):
             message = durable.error_message or content_text(durable.content)
             blocks = (Text(text=message, tone="error"),)
         return Doc(title=self.name, kind=self.kind, status=self.status,
-                   status_detail=durable.error_code if durable and durable.is_error else None,
+                   status_detail=self._detail(),
                    subtitle=summarize_arguments(self.arguments) or None, blocks=blocks,
-                   duration=self.duration)
+                   duration=self.duration, waited=self.waited)
 
     def _frame(self) -> Any:
         return _ipw.ipywidgets().Layout(border_left="3px solid #d0d7de", padding="0 0 0 8px",
@@ -59,12 +102,23 @@ class SubCallCard(_CallCard):
 
 
 class RunCodeCard(_CallCard):
-    """A ``run_code`` call. Sub-calls are keyed by their call id."""
+    """A ``run_code`` call. Sub-calls are keyed by their call id.
+
+    While the program runs, :meth:`add_output` shows its log lines (the last
+    :data:`LIVE_LOG_LINES`) and displays as they come; the result replaces them. With
+    ``stop`` (a callable) the widget has a Stop button that calls it."""
 
     kind = "run-code"
 
-    def __init__(self, *, arguments: JsonValue) -> None:
+    def __init__(self, *, arguments: JsonValue, stop: Callable[[], None] | None = None) -> None:
         super().__init__()
+        self.stop = stop
+        self.live_logs: list[str] = []
+        self.live_lines = 0
+        self.displays: list[tuple[int, dict[str, Any]]] = []
+        self.stopped_by: str | None = None
+        self._stop_button: Any = None
+        self._live: Any = None
         args = arguments if isinstance(arguments, dict) else {}
         description, code = args.get("description"), args.get("code")
         self.description = description if isinstance(description, str) and description.strip() \
@@ -81,13 +135,56 @@ class RunCodeCard(_CallCard):
     def start_call(self, call_id: str, name: str, arguments: JsonValue) -> SubCallCard:
         card = self.calls.get(call_id)
         if card is None:
-            card = self.calls[call_id] = SubCallCard(name=name, arguments=arguments)
+            card = self.calls[call_id] = SubCallCard(name=name, arguments=arguments,
+                                                     number=len(self.calls) + 1)
+            card.blocked_by = self._asking()
             if self._calls_box is not None:
                 self._calls_box.children = (*self._calls_box.children, card.widget)
         return card
 
-    def finish(self, durable: DurableResult, *, duration: float | None = None) -> None:
+    def origin(self, call_id: str) -> str:
+        """Where sub-call ``call_id`` comes from, for its approval prompt."""
+        card = self.calls.get(call_id)
+        where = f"from the program {self.description!r}"
+        if card is None:
+            return where
+        return f"{where} · call {card.number} of {len(self.calls)} so far"
+
+    def approval_asked(self, call_id: str, asking: bool) -> None:
+        """Sub-call ``call_id`` waits for an approval (or no longer does): it and the
+        calls queued behind it say so."""
+        card = self.calls.get(call_id)
+        if card is None:
+            return
+        card.asking = asking
+        card._changed()
+        blocker = self._asking()
+        for other in self.calls.values():
+            if other is not card and other.running is None and other.durable is None \
+                    and other.blocked_by != blocker:
+                other.blocked_by = blocker
+                other._changed()
+
+    def _asking(self) -> str | None:
+        return next((c.name for c in self.calls.values() if c.asking and c.durable is None),
+                    None)
+
+    def add_output(self, lines: list[str], display: dict[str, Any] | None = None) -> None:
+        """Output of the running program: completed log lines, then maybe a display."""
+        self.live_lines += len(lines)
+        self.live_logs.extend(lines)
+        del self.live_logs[:-LIVE_LOG_LINES]
+        if display is not None:
+            self.displays.append((self.live_lines, display))
+        if self._live is not None:
+            self._live.value = html_blocks(self._live_blocks())
+
+    def finish(self, durable: DurableResult, *, duration: float | None = None,
+               stopped_by: str | None = None) -> None:
+        """The result; ``stopped_by`` (``"the user"``) when someone stopped it."""
         self.durable, self.duration = durable, duration
+        if stopped_by is not None:
+            self.stopped_by = stopped_by
         self._changed()
 
     # The document ----------------------------------------------------------------
@@ -102,61 +199,155 @@ class RunCodeCard(_CallCard):
         return (Section(title=f"tool calls ({len(self.calls)})",
                         blocks=tuple(card.document() for card in self.calls.values())),)
 
+    def finish_stopped(self, by: str) -> None:
+        """Say who stopped the program (``"the user"``), once its result is in."""
+        self.stopped_by = by
+        self._changed()
+
+    def _live_blocks(self) -> tuple[Block, ...]:
+        """While running: the log lines so far and the displays, in order."""
+        if self.durable is not None:
+            return ()
+        earlier = self.live_lines - len(self.live_logs)
+        blocks = _interleave(self.live_logs, self.displays, first=earlier)
+        if earlier:
+            blocks = (Text(text=f"… {plural(earlier, 'earlier line')}", tone="muted"), *blocks)
+        return blocks
+
+    def _failure(self) -> tuple[str, str, str] | None:
+        """(kind, message, logs) of a failed program, if this is one."""
+        durable = self.durable
+        failure = _FAILURE.fullmatch(durable.error_message or "") if durable else None
+        if durable is None or durable.error_code != "CODE_RUN_FAILED" or failure is None:
+            return None
+        kind, rest = failure.groups()
+        message, _, logs = rest.partition(_CAPTURED)
+        return kind, message, logs
+
     def _outcome_blocks(self) -> tuple[Block, ...]:
         durable = self.durable
         if durable is None:
             return ()
         if not durable.is_error:
-            return _success_blocks(durable)
-        failure = _FAILURE.fullmatch(durable.error_message or "")
-        if durable.error_code == "CODE_RUN_FAILED" and failure is not None:
-            kind, rest = failure.groups()
-            message, _, logs = rest.partition(_CAPTURED)
-            blocks: list[Block] = [Field(label="failure", value=kind, tone="error"),
-                                   Code(text=message, label="message")]
-            if logs:
-                blocks.append(Code(text=logs, label="logs"))
-            return tuple(blocks)
-        return error_blocks(durable)
+            return _success_blocks(durable, self.displays)
+        failed = self._failure()
+        if failed is None:
+            return error_blocks(durable)
+        kind, message, logs = failed
+        blocks: list[Block] = []
+        if kind == "abort":
+            blocks.append(Text(text=self._stopped_text(message), tone="muted"))
+        else:
+            blocks += [Field(label="failure", value=kind, tone="error"),
+                       Code(text=message, label="message")]
+        lines = logs.split("\n") if logs else []
+        blocks += _interleave(lines, self.displays)
+        return tuple(blocks)
+
+    def _stopped_text(self, reason: str) -> str:
+        """``Stopped by the user after 2.1 s.``, else ``Stopped (<reason>) after ...``."""
+        if self.stopped_by is not None:
+            what = f"Stopped by {self.stopped_by}"
+        elif reason.startswith("stopped "):
+            what = reason[0].upper() + reason[1:]
+        else:
+            what = f"Stopped ({reason})"
+        after = f" after {self.duration:.1f} s" if self.duration is not None else ""
+        return f"{what}{after}."
+
+    def _status(self) -> tuple[Status, str | None]:
+        durable = self.durable
+        if durable is None:
+            return self.status, None
+        failed = self._failure()
+        if failed is not None and failed[0] == "abort":
+            return "stopped", None
+        return self.status, durable.error_code if durable.is_error else None
 
     def _doc(self, blocks: tuple[Block, ...]) -> Doc:
-        durable = self.durable
-        return Doc(title=self.description, kind=self.kind, status=self.status,
-                   status_detail=durable.error_code if durable and durable.is_error else None,
+        status, detail = self._status()
+        return Doc(title=self.description, kind=self.kind, status=status, status_detail=detail,
                    subtitle=RESERVED_NAME, blocks=blocks, duration=self.duration)
 
     def _document(self) -> Doc:
-        return self._doc((self._program(), *self._calls_section(), *self._outcome_blocks()))
+        return self._doc((self._program(), *self._calls_section(), *self._live_blocks(),
+                          *self._outcome_blocks()))
 
     # The widget ------------------------------------------------------------------
     def _parts(self) -> list[Any]:
         w = _ipw.ipywidgets()
         self._header = w.HTML(value=html_header(self._doc(()), timing=True))
+        self._stop_button = w.Button(description="Stop", icon="stop", button_style="warning",
+                                     tooltip="Stop the program (its output so far is kept)",
+                                     layout=w.Layout(width="auto"))
+        self._stop_button.add_class("dsh-stop")
+        self._stop_button.on_click(lambda _button: self._stop_clicked())
+        self._stop_button.layout.display = "flex" if self._stoppable() else "none"
         program = w.HTML(value=html_blocks((self._program(),)))
         self._calls_box = w.VBox([card.widget for card in self.calls.values()])
         self._calls_box.add_class("dsh-calls")
+        self._live = w.HTML(value=html_blocks(self._live_blocks()))
+        self._live.add_class("dsh-live")
         self._outcome = w.HTML(value=html_blocks(self._outcome_blocks()))
-        return [self._header, program, self._calls_box, self._outcome]
+        top = w.HBox([self._header, self._stop_button],
+                     layout=w.Layout(justify_content="space-between", align_items="center"))
+        return [top, program, self._calls_box, self._live, self._outcome]
+
+    def _stoppable(self) -> bool:
+        return self.stop is not None and self.durable is None
+
+    def _stop_clicked(self) -> None:
+        if self._stoppable() and self.stop is not None and not self._stop_button.disabled:
+            self._stop_button.disabled = True
+            self._stop_button.description = "Stopping…"
+            self.stop()
 
     def _changed(self) -> None:
         if self._header is not None:
             self._header.value = html_header(self._doc(()), timing=True)
+            self._live.value = html_blocks(self._live_blocks())
             self._outcome.value = html_blocks(self._outcome_blocks())
+            if not self._stoppable():
+                self._stop_button.layout.display = "none"
 
 
-def _success_blocks(durable: DurableResult) -> tuple[Block, ...]:
+def _interleave(lines: list[str], displays: list[tuple[int, dict[str, Any]]], *,
+                first: int = 0) -> tuple[Block, ...]:
+    """Log lines (numbered from ``first``) with the displays shown after line N."""
+    blocks: list[Block] = []
+    start = 0
+    for after, display in displays:
+        cut = min(max(after - first, start), len(lines))
+        if cut > start:
+            blocks.append(Code(text="\n".join(lines[start:cut]), label="logs"))
+            start = cut
+        if after >= first:
+            blocks.append(display_block(display))
+    if start < len(lines):
+        blocks.append(Code(text="\n".join(lines[start:]), label="logs"))
+    return tuple(blocks)
+
+
+def _success_blocks(durable: DurableResult,
+                    displays: list[tuple[int, dict[str, Any]]]) -> tuple[Block, ...]:
     meta = durable.presentation_meta
     logs = meta.get("logs") if isinstance(meta, dict) else None
     if isinstance(meta, dict) and isinstance(logs, list):
         # A meta of {"logs": [...], "result": "<rendered>"} separates the two parts.
-        blocks: list[Block] = []
-        if logs:
-            blocks.append(Code(text="\n".join(str(line) for line in logs), label="logs"))
+        blocks = list(_interleave([str(line) for line in logs], displays))
         result = meta.get("result")
         if isinstance(result, str):
             blocks.append(Code(text=result, label="result"))
         return tuple(blocks) or (Text(text="(no output)", tone="muted"),)
     text = content_text(durable.content)
+    shown = tuple(display_block(display) for _, display in displays)
     if not text or text == NO_OUTPUT:
-        return (Text(text="(no output)", tone="muted"),)
-    return (Code(text=text, label="output"),)
+        return shown or (Text(text="(no output)", tone="muted"),)
+    return (Code(text=text, label="output"), *shown)
+
+
+def display_block(display: dict[str, Any]) -> Block:
+    """A program's display as a block (its text/plain until rich rendering lands)."""
+    data = display.get("data")
+    text = data.get("text/plain") if isinstance(data, dict) else None
+    return Code(text=text if isinstance(text, str) else "(display)", label="display")

@@ -13,7 +13,7 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Collection, Iterable
+from collections.abc import Callable, Collection, Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -63,6 +63,21 @@ def tool_card(name: str, arguments: JsonValue, *, definition: ToolDefinition | N
     return card
 
 
+_CLAIMED: set[str] = set()
+"""Calls a :class:`CallView` shows: a :class:`LiveView` leaves them out (no duplicate)."""
+
+
+def _claimed(event: SessionEvent) -> bool:
+    if not _CLAIMED:
+        return False
+    for key in ("call_id", "parent_call_id", "root_call_id"):
+        value = event.get(key)
+        if isinstance(value, str) and (value in _CLAIMED
+                                       or value.partition(":code:")[0] in _CLAIMED):
+            return True
+    return False
+
+
 class SessionView:
     """Cards in the order their calls started; :meth:`apply` feeds it events."""
 
@@ -71,6 +86,7 @@ class SessionView:
         self._cards: dict[str, ToolCard | RunCodeCard] = {}  # the current card per call id
         self._order: list[ToolCard | RunCodeCard] = []
         self._sub_calls: dict[str, SubCallCard] = {}
+        self._parent_of: dict[str, RunCodeCard] = {}
         self._box: Any = None
         self._handles: list[Any] = []
         self._published: dict[str, Any] | None = None
@@ -104,16 +120,40 @@ class SessionView:
             self._retire(self._sub_calls, event["call_id"])
             self._sub(event["parent_call_id"], event["call_id"], event["name"],
                       event["arguments"])
+        elif event["kind"] == "tool/code-dispatch-running":
+            sub_call = self._sub_calls.get(event["call_id"])
+            if sub_call is not None:
+                sub_call.dispatched(event["time"])
         elif event["kind"] == "tool/code-dispatch":
             sub = self._sub(event["parent_call_id"], event["call_id"], event["name"],
                             event["arguments"])
-            sub.finish(durable_from_event(event), duration=event["ended"] - event["started"])
+            running = event.get("running")
+            began = running if running is not None else event["started"]
+            sub.finish(durable_from_event(event), duration=event["ended"] - began,
+                       waited=running - event["started"] if running is not None else None)
+            self._asked(event["call_id"], False)
+        elif event["kind"] == "tool/code-output":
+            parent = self._cards.get(event["call_id"])
+            if isinstance(parent, RunCodeCard):
+                parent.add_output(event["logs"], event.get("display"))
+        elif event["kind"] == "tool/approval-request":
+            self._asked(event["call_id"], True)
+        elif event["kind"] == "tool/approval":
+            self._asked(event["call_id"], False)
+
+    def _asked(self, call_id: str, asking: bool) -> None:
+        sub = self._sub_calls.get(call_id)
+        if sub is None or sub.asking == asking:
+            return
+        parent = self._parent_of.get(call_id)
+        if parent is not None:
+            parent.approval_asked(call_id, asking)
 
     def _retire(self, cards: dict[str, Any], call_id: str) -> None:
         """A new call reusing a finished call's id (scripted models number their calls
         call_1, call_2... in every run) gets a card of its own."""
         old = cards.get(call_id)
-        if old is not None and old.status != "running":
+        if old is not None and old.durable is not None:
             del cards[call_id]  # it stays in self._order (or in its parent's card)
 
     def _top(self, call_id: str, name: str, arguments: JsonValue,
@@ -137,6 +177,7 @@ class SessionView:
                 raise ValueError(f"sub-call {call_id!r} names {parent_id!r} as its parent, "
                                  f"which is a call of {parent.name!r}, not of {RESERVED_NAME}")
             sub = self._sub_calls[call_id] = parent.start_call(call_id, name, arguments)
+            self._parent_of[call_id] = parent
         return sub
 
     def show_approval(self, call_id: str, card: ApprovalCard) -> bool:
@@ -144,6 +185,9 @@ class SessionView:
         target = self.card(call_id)
         if target is None:
             return False
+        parent = self._parent_of.get(call_id)
+        if parent is not None and getattr(card, "origin", None) is None:
+            card.origin = parent.origin(call_id)  # type: ignore[attr-defined]  # TODO(approvals)
         target.attach_approval(card)
         return True
 
@@ -180,6 +224,55 @@ class SessionView:
                 handle.update(bundle, raw=True)
 
 
+class CallView(SessionView):
+    """The live card of one call, as the output of the cell that runs it (what
+    ``%%run_code`` shows). While it is open the call is *claimed*: a :class:`LiveView`
+    leaves it out, so the card is not shown twice. ``stop`` puts a Stop button on a
+    run_code card. Close it (or use it as a context manager) when the call is over."""
+
+    def __init__(self, registry: ToolRegistry, call_id: str, name: str, arguments: JsonValue,
+                 *, agent: AgentScope | None = None,
+                 stop: Callable[[], None] | None = None) -> None:
+        super().__init__(definitions=registry_lookup(registry, (agent,) if agent else ()))
+        self.call_id = call_id
+        card: ToolCard | RunCodeCard
+        if name == RESERVED_NAME:
+            card = RunCodeCard(arguments=arguments, stop=stop)
+        else:
+            card = tool_card(name, arguments, definition=self._lookup(
+                name, agent.name if agent is not None else None))
+        self._cards[call_id] = card
+        self._order.append(card)
+        _CLAIMED.add(call_id)
+        self._undo: list[Callable[[], None]] = [lambda: _CLAIMED.discard(call_id)]
+        self._undo.append(registry.on_event(self._mine))
+        if isinstance(registry.approval, NotebookApprovals):
+            self._undo.append(registry.approval.add_host(self))
+
+    @property
+    def main(self) -> ToolCard | RunCodeCard:
+        """The call's card."""
+        return self._order[0]
+
+    def _mine(self, event: SessionEvent) -> None:
+        call_id = event.get("call_id")
+        if event.get("parent_call_id") == self.call_id or call_id == self.call_id or (
+                isinstance(call_id, str) and call_id.startswith(f"{self.call_id}:code:")):
+            self.apply(event)
+
+    def close(self) -> None:
+        """Stop following the registry (idempotent); the card stays as it is."""
+        while self._undo:
+            self._undo.pop()()
+        self.refresh()
+
+    def __enter__(self) -> CallView:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.close()
+
+
 class LiveView(SessionView):
     """Follows ``registry``: a card appears when a call starts and updates as it runs.
 
@@ -190,10 +283,14 @@ class LiveView(SessionView):
     def __init__(self, registry: ToolRegistry, *, scopes: Iterable[AgentScope] = (),
                  approvals: NotebookApprovals | None = None) -> None:
         super().__init__(definitions=registry_lookup(registry, scopes))
-        self._undo = [registry.on_event(self.apply)]
+        self._undo = [registry.on_event(self._follow)]
         service = approvals if approvals is not None else registry.approval
         if isinstance(service, NotebookApprovals):
             self._undo.append(service.add_host(self))
+
+    def _follow(self, event: SessionEvent) -> None:
+        if not _claimed(event):
+            self.apply(event)
 
     @property
     def following(self) -> bool:

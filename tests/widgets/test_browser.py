@@ -116,7 +116,7 @@ def test_run_code_card_with_approval_in_jupyterlab(lab: LabServer, page: Any) ->
     rows = _headers(calls)
     assert rows[0].startswith('ok list_files pattern="*"'), rows
     assert rows[1].startswith('ok read_file path="notes/todo.md"'), rows
-    assert rows[2] == 'running delete_file path="notes/todo.md"', rows
+    assert rows[2] == 'waiting: approval delete_file path="notes/todo.md"', rows
     prompt = calls.nth(2).locator(".dsh-card-widget.dsh-approval")
     assert "Approve delete_file?" in prompt.inner_text()
     assert "deleting a file cannot be undone" in prompt.inner_text()

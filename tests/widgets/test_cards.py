@@ -249,13 +249,84 @@ def test_run_code_card_title_program_and_outcome() -> None:
     sub = card.start_call("r:code:1", "a", {"n": 1})
     assert plain(card) == ("[running] Add things — run_code\n  program (3 lines):\n"
                            "    x = await tools.a({})\n    print(x)\n    return x\n"
-                           "  tool calls (1):\n    [running] a — n=1")
+                           "  tool calls (1):\n    [queued] a — n=1")
+    sub.dispatched(1.0)  # its policy let it through: it runs
+    assert plain(card).endswith("  tool calls (1):\n    [running] a — n=1")
     sub.finish(failed("boom", "DENIED"), duration=0.1)
     card.finish(ok("1\n1"))
     assert plain(card).splitlines()[-5:] == [
         "    [error: DENIED] a — n=1", "      boom", "  output:", "    1", "    1"]
     html = widget_html(card.widget)
     assert "<details class=\"dsh-details\" open>" in html and "100 ms" in html
+
+
+def test_sub_calls_queued_behind_an_approval_say_so_and_count_only_their_run() -> None:
+    card = tool_card("run_code", {"code": PROGRAM, "description": "Load"})
+    assert isinstance(card, RunCodeCard)
+    first = card.start_call("r:code:1", "read_csv", {"path": "a.csv"})
+    card.approval_asked("r:code:1", True)
+    second = card.start_call("r:code:2", "stats", {})
+    third = card.start_call("r:code:3", "stats", {})
+    lines = plain(card).splitlines()[-3:]
+    assert lines == ["    [waiting: approval] read_csv — path=\"a.csv\"",
+                     "    [queued: waiting for approval of read_csv] stats",
+                     "    [queued: waiting for approval of read_csv] stats"]
+    assert card.origin("r:code:2") == "from the program 'Load' · call 2 of 3 so far"
+    card.approval_asked("r:code:1", False)
+    first.dispatched(2.0)
+    assert plain(card).splitlines()[-3:] == [
+        "    [running] read_csv — path=\"a.csv\"", "    [queued] stats", "    [queued] stats"]
+    second.dispatched(2.5)
+    second.finish(ok("1"), duration=0.2, waited=1.4)
+    third.finish(failed("the run settled", "ABORTED"), duration=0.0)
+    header = widget_html(card.widget)
+    assert "200 ms" in header and "(waited 1.4 s)" in header
+
+
+def test_live_output_streams_logs_and_displays_in_order_then_the_result() -> None:
+    stops: list[str] = []
+    card = RunCodeCard(arguments={"code": "print(1)", "description": "d"},
+                       stop=lambda: stops.append("stop"))
+    widget = card.widget
+    card.add_output(["one", "two"])
+    card.add_output([], {"data": {"text/plain": "<Figure 1>"}, "metadata": {}})
+    card.add_output(["three"])
+    text = plain(card)
+    assert text.index("one\n    two") < text.index("<Figure 1>") < text.index("three")
+    assert "three" in widget_html(widget)  # the widget streams too
+    card.add_output([f"line {n}" for n in range(400)])
+    assert "… 203 earlier lines" in plain(card) and "line 399" in plain(card)
+    button = next(b for b in _buttons(widget) if "dsh-stop" in b._dom_classes)
+    assert button.layout.display == "flex"
+    button.click()
+    button.click()  # once is enough: the second click is ignored while it stops
+    assert stops == ["stop"]
+    card.finish(failed("code run failed (abort): stopped by the user\nCaptured output:\n"
+                       "one\ntwo\nthree", "CODE_RUN_FAILED"), duration=2.04)
+    text = plain(card)
+    assert text.startswith("[stopped] d — run_code")
+    assert "Stopped by the user after 2.0 s." in text
+    assert text.index("two") < text.index("<Figure 1>") < text.index("three")
+    assert "line 399" not in text  # the live lines gave way to the result's logs
+    assert button.layout.display == "none"
+
+
+def test_a_cancelled_run_says_why_it_stopped() -> None:
+    card = tool_card("run_code", {"code": "x", "description": "d"}, result=failed(
+        "code run failed (abort): the call was cancelled", "CODE_RUN_FAILED"), duration=1.0)
+    assert isinstance(card, RunCodeCard)
+    assert "Stopped (the call was cancelled) after 1.0 s." in plain(card)
+    card.finish_stopped("the user")
+    assert "Stopped by the user after 1.0 s." in plain(card)
+
+
+def _buttons(widget: Any) -> list[Any]:
+    found = []
+    for child in getattr(widget, "children", ()):
+        if type(child).__name__ == "Button":
+            found.append(child)
+        found += _buttons(child)
+    return found
 
 
 def test_run_code_card_with_logs_and_result_meta() -> None:

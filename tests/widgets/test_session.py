@@ -185,7 +185,7 @@ def test_replay_tolerates_partial_logs() -> None:
     ]
     view = replay(events)
     assert str(view) == ("[running] Run code — run_code\n  program (1 line):\n    \n"
-                         "  tool calls (1):\n    [running] a\n\n[ok] t\n    hi")
+                         "  tool calls (1):\n    [queued] a\n\n[ok] t\n    hi")
 
 
 def test_empty_view_fallbacks() -> None:
