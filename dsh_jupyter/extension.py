@@ -245,6 +245,7 @@ def show_stopped(shell: Any, etype: type[BaseException], value: BaseException, t
         return
     from .widgets import tool_card
 
+    shell._last_traceback = []  # ipykernel reads it for the error reply; nothing to show
     card = tool_card(stopped.name, stopped.arguments, result=stopped.result,
                      duration=stopped.seconds)
     if isinstance(card, RunCodeCard):
