@@ -38,7 +38,7 @@ from .registry.scope import AgentScope
 from .widgets.run_code import USER_STOP, RunCodeCard
 
 if TYPE_CHECKING:
-    from .widgets.session import CallView
+    from .widgets.session import CallView, SessionView
 
 MAGIC = "%%run_code"
 _HELPER = "__dsh_jupyter_run_code__"
@@ -57,7 +57,8 @@ class RunCodeOutcome:
     registry: ToolRegistry | None = None
     stopped_by: str | None = None
     """``"the user"`` when the run was stopped (Stop button, Kernel > Interrupt)."""
-    _live: list[bool] = field(default_factory=list, repr=False, compare=False)
+    view: SessionView | None = field(default=None, repr=False, compare=False)
+    """The live card's view (in a kernel): displaying the outcome shows that card."""
 
     @property
     def value(self) -> Any:
@@ -78,24 +79,16 @@ class RunCodeOutcome:
         return f"<run_code {status}: {self.description}>\n{self.result.text}"
 
     def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> Any:
-        from .widgets import replay
+        view = self.view
+        if view is None:
+            from .widgets import replay
 
-        view = replay(self.events, registry=self.registry)
-        if self.stopped_by is not None:
-            for card in view.cards:
-                if isinstance(card, RunCodeCard):
-                    card.stopped_by = self.stopped_by
+            view = replay(self.events, registry=self.registry)
+            if self.stopped_by is not None:
+                for card in view.cards:
+                    if isinstance(card, RunCodeCard):
+                        card.finish_stopped(self.stopped_by)
         return view._repr_mimebundle_(include=include, exclude=exclude)
-
-    def _ipython_display_(self) -> None:
-        # The cell already shows the live card: its value adds nothing the first time
-        # (IPython still stores it as ``_``); displayed again later, it shows the card.
-        if self._live:
-            self._live.clear()
-            return
-        from IPython.display import display
-
-        display(self._repr_mimebundle_(), raw=True)
 
 
 def _parser(prog: str) -> argparse.ArgumentParser:
@@ -174,12 +167,15 @@ async def run_cell(namespace: dict[str, Any], line: str, cell: str) -> RunCodeOu
                  or e.get("parent_call_id") == call.call_id
                  or str(e.get("call_id", "")).startswith(f"{call.call_id}:code:"))
     outcome = RunCodeOutcome(result=result, program=cell, description=options.description,
-                             events=mine, registry=registry, stopped_by=stopped_by)
+                             events=mine, registry=registry, stopped_by=stopped_by, view=live)
     if live is not None:
         if stopped_by is not None and isinstance(live.main, RunCodeCard):
             live.main.finish_stopped(stopped_by)
-            live.refresh()
-        outcome._live.append(True)
+        # The live card becomes the cell's value: the same widget, now with the text
+        # fallbacks (papermill, nbval and nbconvert keep those; see _live_view).
+        from IPython.display import clear_output
+
+        clear_output(wait=True)
     if options.out:
         namespace[options.out] = outcome
     return outcome
@@ -187,14 +183,22 @@ async def run_cell(namespace: dict[str, Any], line: str, cell: str) -> RunCodeOu
 
 def _live_view(registry: ToolRegistry, call: ToolCall, arguments: dict[str, Any],
                stop: Callable[[], None]) -> CallView | None:
-    """Show the call's card as the cell's output now (only inside an IPython kernel)."""
+    """Show the call's card as the cell's output now (only inside an IPython kernel).
+
+    While the program runs the output is the widget alone; when it ends, the output is
+    cleared and the outcome (the same widget, with its text fallbacks) becomes the
+    cell's value. A front end without widgets (papermill, nbval, nbconvert) thus keeps
+    one final card, and nbval, which neither clears nor updates outputs, compares
+    that card and nothing else (a widget view is not compared)."""
     from .widgets import _ipw
     from .widgets.session import CallView
 
     if not _ipw.in_kernel():
         return None
     view = CallView(registry, call.call_id, call.name, arguments, agent=call.agent, stop=stop)
-    view._ipython_display_()
+    from IPython.display import display
+
+    display({_ipw.WIDGET_MIME: _ipw.widget_view(view.widget)}, raw=True)
     return view
 
 

@@ -15,6 +15,8 @@ import pytest
 from jupyter_client.manager import AsyncKernelManager
 
 pytestmark = [pytest.mark.kernel, pytest.mark.timeout(180)]
+WIDGET = "application/vnd.jupyter.widget-view+json"
+CELL_SECONDS = 120
 
 SETUP = """
 %load_ext dsh_jupyter
@@ -74,14 +76,14 @@ class Kernel:
         self.client = manager.client()
 
     async def run(self, code: str, *, interrupt_when: Any = None,
-                  interrupt_after: float | None = None, timeout: float = 120) -> Cell:
+                  interrupt_after: float | None = None) -> Cell:
         cell = Cell()
         msg_id = self.client.execute(code)
         interrupted = False
         if interrupt_after is not None:
             asyncio.get_running_loop().call_later(
                 interrupt_after, lambda: asyncio.ensure_future(self.manager.interrupt_kernel()))
-        deadline = time.monotonic() + timeout
+        deadline = time.monotonic() + CELL_SECONDS
         while True:
             message = await self.client.get_iopub_msg(timeout=deadline - time.monotonic())
             if message["parent_header"].get("msg_id") != msg_id:
@@ -128,8 +130,7 @@ async def test_the_card_is_live_and_stop_leaves_it_with_the_logs(kernel: Kernel)
     cell = await kernel.run(PROGRAM, interrupt_when=lambda m: "second line" in _widget_text(m))
     # The card was the cell's output from the start (a widget with text fallbacks) ...
     shown = cell.of("display_data")
-    assert shown and "application/vnd.jupyter.widget-view+json" in shown[0]["content"]["data"]
-    assert shown[0]["content"]["data"]["text/plain"].startswith("[running] Count slowly")
+    assert shown and list(shown[0]["content"]["data"]) == [WIDGET]
     # ... and streamed: the first line and the started sub-call reached the front end
     # while the program was still running (the second line came a second later).
     first = cell.first(lambda m: "first line" in _widget_text(m))
@@ -142,7 +143,11 @@ async def test_the_card_is_live_and_stop_leaves_it_with_the_logs(kernel: Kernel)
     assert cell.reply["status"] == "ok", cell.text
     assert not cell.of("error")
     assert "CancelledError" not in cell.text and "Traceback" not in cell.text
-    final = cell.of("update_display_data")[-1]["content"]["data"]["text/plain"]
+    # The live output gave way to the outcome: the same widget, with text fallbacks.
+    assert [m["content"]["wait"] for m in cell.of("clear_output")] == [True]
+    (value,) = cell.of("execute_result")
+    assert value["content"]["data"][WIDGET] == shown[0]["content"]["data"][WIDGET]
+    final = value["content"]["data"]["text/plain"]
     assert final.startswith("[stopped] Count slowly — run_code")
     assert "Stopped by the user after" in final
     assert "first line" in final and "second line" in final
