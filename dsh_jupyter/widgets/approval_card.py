@@ -74,8 +74,8 @@ def run_note(name: str) -> str:
 
 class ApprovalCard(Card):
     """One pending ``Ask``: the tool, its arguments, the reason and (when a host sets
-    ``origin`` before it is shown) where the call comes from, e.g. ``from 'Summarize the
-    sales data' · call 2 of 3``. ``on_answer`` receives the :class:`ApprovalChoice` of a
+    ``origin``) where the call comes from, e.g. ``from 'Summarize the sales data' · call
+    2 of 3``. ``on_answer`` receives the :class:`ApprovalChoice` of a
     click; ``sub_call`` offers "Approve all <tool> calls in this run"."""
 
     kind = "approval"
@@ -128,14 +128,15 @@ class ApprovalCard(Card):
             cause = "cancelled" if answer is None else answer.note
             return self._stopped() if title or not cause else f"{self._stopped()} ({cause})"
         by_user = answer.answered_by == BY_USER
+        if not by_user and not title:
+            return describe(answer)  # the pipeline's wording, as saved notebooks show it
         head = (f"{'approved' if answer.approved else 'rejected'} by "
                 f"{'you' if by_user else answer.answered_by}")
         if not answer.note:
             return head
-        # A rejection's reason reads after a colon; so does a policy's in the summary
-        # line (the wording the pipeline's denial message and saved notebooks use).
-        colon = not answer.approved if by_user else not title
-        return f"{head}: {answer.note}" if colon else f"{head} ({answer.note})"
+        # The user's reason for a rejection follows a colon; any other note is an aside.
+        rejected_by_user = by_user and not answer.approved
+        return f"{head}: {answer.note}" if rejected_by_user else f"{head} ({answer.note})"
 
     def title(self) -> str:
         if self.state == "waiting":
