@@ -8,6 +8,10 @@
     # next cell
     await registry.execute(call)     # top-level await: the click reaches the kernel
 
+A prompt offers Approve, Reject (with an optional reason the program receives) and,
+for a sub-call of a run_code program, "Approve all <tool> calls in this run": later
+asks for that tool in that run are approved at once, without a prompt.
+
 How "nobody can click" is decided (``interactive``):
 
 - ``False``: the policy answers at once (batch runs, CI);
@@ -20,8 +24,9 @@ How "nobody can click" is decided (``interactive``):
   can arrive: papermill, nbval and ipykernel < 7.4 (where comm messages wait
   until the cell ends) all fall back to the policy instead of hanging.
 
-The card always says who answered: ``approved by user`` or
-``rejected by policy 'reject': no widget front end``.
+The card always says who answered, in its title: ``read_csv approved by you``,
+``read_csv rejected by policy 'reject' (no widget front end)`` (every wording is
+in :mod:`.approval_card`).
 """
 
 from __future__ import annotations
@@ -29,18 +34,23 @@ from __future__ import annotations
 import asyncio
 import inspect
 from collections.abc import Awaitable, Callable
-from typing import Any, Literal, Protocol, TypeAlias
+from typing import Any, Literal, Protocol, TypeAlias, TypeVar
 
 from ..errors import RegistrationError
-from ..registry.execution import ToolExecution
+from ..registry.execution import ExecutionToken, ToolExecution
 from ..registry.policy import Approval
 from ..registry.scope import Disposer, Undo
 from . import _ipw
-from .approval_card import ApprovalCard
+from .approval_card import BY_ABORT, BY_USER, ApprovalCard, ApprovalChoice, run_note
 
 PolicyFunction: TypeAlias = Callable[
     [ToolExecution, "str | None"], "bool | Approval | Awaitable[bool | Approval]"]
 ApprovalPolicy: TypeAlias = Literal["approve", "reject"] | PolicyFunction
+
+_T = TypeVar("_T")
+
+REMEMBERED_RUNS = 64
+"""How many runs' "approve all <tool> calls in this run" answers are remembered."""
 
 
 class ApprovalHost(Protocol):
@@ -51,7 +61,8 @@ class ApprovalHost(Protocol):
 
 
 class NotebookApprovals:
-    """An :class:`~dsh_jupyter.registry.ApprovalService` with Approve / Reject buttons."""
+    """An :class:`~dsh_jupyter.registry.ApprovalService` with Approve / Reject buttons
+    (and "Approve all <tool> calls in this run" for the sub-calls of a program)."""
 
     def __init__(self, policy: ApprovalPolicy = "reject", *, interactive: bool | None = None,
                  frontend_timeout: float = 5.0, timeout: float | None = None) -> None:
@@ -66,6 +77,9 @@ class NotebookApprovals:
         self.frontend_timeout = frontend_timeout
         self.timeout = timeout
         self._hosts: list[ApprovalHost] = []
+        # run (the run_code call's token) -> tools approved for the rest of that run;
+        # insertion order is recency, the oldest run is forgotten first.
+        self._approved_runs: dict[ExecutionToken, set[str]] = {}
 
     @property
     def policy_name(self) -> str:
@@ -83,10 +97,13 @@ class NotebookApprovals:
         return Disposer(undo, f"approval host {type(host).__name__}")
 
     async def request(self, execution: ToolExecution, reason: str | None) -> Approval:
-        card = ApprovalCard(name=execution.name, arguments=execution.arguments, reason=reason)
+        card = ApprovalCard(name=execution.name, arguments=execution.arguments, reason=reason,
+                            sub_call=execution.parent is not None)
         handle = self._place(execution.call_id, card)
         try:
-            approval = await self._decide(execution, reason, card)
+            approval = self._remembered(execution)
+            if approval is None:
+                approval = await self._decide(execution, reason, card)
         except BaseException:
             card.cancel()
             _update(handle, card)
@@ -94,6 +111,28 @@ class NotebookApprovals:
         card.answered(approval)
         _update(handle, card)
         return approval
+
+    def _remembered(self, execution: ToolExecution) -> Approval | None:
+        """The approval of an earlier "approve all" for this tool in this run, if any."""
+        run = execution.parent
+        if run is None or execution.name not in self._approved_runs.get(run, ()):
+            return None
+        return Approval(approved=True, answered_by=BY_USER, note=run_note(execution.name))
+
+    def _remember(self, run: ExecutionToken, name: str) -> None:
+        names = self._approved_runs.pop(run, set())
+        names.add(name)
+        self._approved_runs[run] = names
+        while len(self._approved_runs) > REMEMBERED_RUNS:
+            del self._approved_runs[next(iter(self._approved_runs))]
+
+    def _chosen(self, execution: ToolExecution, choice: ApprovalChoice) -> Approval:
+        if choice.action == "reject":
+            return Approval(approved=False, answered_by=BY_USER, note=choice.reason)
+        if choice.action == "approve-run" and execution.parent is not None:
+            self._remember(execution.parent, execution.name)
+            return Approval(approved=True, answered_by=BY_USER, note=run_note(execution.name))
+        return Approval(approved=True, answered_by=BY_USER)
 
     def _place(self, call_id: str, card: ApprovalCard) -> Any:
         """Show ``card`` in a host's card, else as its own output; the display handle."""
@@ -111,10 +150,10 @@ class NotebookApprovals:
         if self.interactive is None and not _ipw.in_kernel():
             return await self._by_policy(execution, reason, "no IPython kernel")
         loop = asyncio.get_running_loop()
-        clicked: asyncio.Future[bool] = loop.create_future()
+        clicked: asyncio.Future[ApprovalChoice] = loop.create_future()
 
-        def on_answer(approved: bool) -> None:  # may run outside the loop's thread
-            loop.call_soon_threadsafe(_settle, clicked, approved)
+        def on_answer(choice: ApprovalChoice) -> None:  # may run outside the loop's thread
+            loop.call_soon_threadsafe(_settle, clicked, choice)
 
         card.on_answer = on_answer
         if self.interactive is None and not await _rendered(card.widget, clicked,
@@ -128,9 +167,9 @@ class NotebookApprovals:
         finally:
             aborted.cancel()
         if clicked in done:
-            return Approval(approved=clicked.result(), answered_by="user")
+            return self._chosen(execution, clicked.result())
         if aborted in done:
-            return Approval(approved=False, answered_by="abort", note=aborted.result())
+            return Approval(approved=False, answered_by=BY_ABORT, note=aborted.result())
         return await self._by_policy(execution, reason, f"no answer within {self.timeout:g} s")
 
     async def _by_policy(self, execution: ToolExecution, reason: str | None,
@@ -148,7 +187,7 @@ class NotebookApprovals:
         return Approval(approved=bool(answer), answered_by=who, note=why)
 
 
-async def _rendered(widget: Any, clicked: asyncio.Future[bool], seconds: float) -> bool:
+async def _rendered(widget: Any, clicked: asyncio.Future[Any], seconds: float) -> bool:
     """Wait until a front end reports a view of ``widget`` (or a click); False on timeout."""
     if (widget._view_count or 0) > 0:
         return True
@@ -169,7 +208,7 @@ async def _rendered(widget: Any, clicked: asyncio.Future[bool], seconds: float) 
         seen.cancel()
 
 
-def _settle(future: asyncio.Future[bool], value: bool) -> None:
+def _settle(future: asyncio.Future[_T], value: _T) -> None:
     if not future.done():
         future.set_result(value)
 

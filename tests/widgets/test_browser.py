@@ -130,7 +130,7 @@ def test_run_code_card_with_approval_in_jupyterlab(lab: LabServer, page: Any) ->
     assert _text(header).startswith(f"ok {XSS_TITLE} run_code")
     rows = _headers(calls)
     assert [row.split()[0] for row in rows] == ["ok", "ok", "ok"], rows
-    assert "approval: approved by user" in prompt.inner_text()
+    assert "delete_file approved by you" in prompt.inner_text()
     assert not approve.is_visible()
     output = card.inner_text()
     assert '- <img src=x onerror="window.__dsh_xss = 1">' in output
