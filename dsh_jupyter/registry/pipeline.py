@@ -44,7 +44,17 @@ from ..json_value import FrozenDict, JsonObject, NotJsonError, snapshot_json
 from .definition import ToolDefinition
 from .execution import ExecutionToken, ToolCall, ToolExecution, ToolRunContext
 from .offload import in_worker_thread, is_large
-from .policy import NO_VALUE, Accept, Allow, Approval, Ask, Block, Deny, PreDecision
+from .policy import (
+    ANSWERED_BY_ABORT,
+    NO_VALUE,
+    Accept,
+    Allow,
+    Approval,
+    Ask,
+    Block,
+    Deny,
+    PreDecision,
+)
 from .results import (
     AdditionalContext,
     Content,
@@ -280,13 +290,15 @@ async def _ask(registry: RegistryView, execution: ToolExecution,
                                                 note=_describe(exc)), listening)
         return failure(f"approval failed: {_describe(exc)}", "HOOK_FAILED")
     except asyncio.CancelledError:
-        _answered(registry, execution, Approval(approved=False, answered_by="abort",
+        _answered(registry, execution, Approval(approved=False, answered_by=ANSWERED_BY_ABORT,
                                                 note="the call was cancelled"), listening)
         raise
     approval = answer if isinstance(answer, Approval) else Approval(approved=bool(answer))
     _answered(registry, execution, approval, listening)
     if approval.approved:
         return Allow()
+    if approval.answered_by == ANSWERED_BY_ABORT:
+        return Deny(f"{why} (not answered: the call was stopped: {approval.note or 'aborted'})")
     note = f": {approval.note}" if approval.note else ""
     return Deny(f"{why} (rejected by {approval.answered_by}{note})")
 

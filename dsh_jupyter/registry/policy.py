@@ -57,10 +57,16 @@ each scope's from the outermost ancestor inward."""
 # --- approval ---------------------------------------------------------------------
 
 
+ANSWERED_BY_ABORT = "abort"
+"""``Approval.answered_by`` when the call was stopped before anyone answered."""
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Approval:
     approved: bool
-    answered_by: str = "user"  # "user", or the name of a non-interactive policy
+    answered_by: str = "user"
+    """``"user"``, a non-interactive policy (``"policy 'reject'"``), or
+    :data:`ANSWERED_BY_ABORT` when the call was stopped first."""
     note: str | None = None
 
 

@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from ..json_value import JsonValue
-from ..registry.policy import Approval
+from ..registry.policy import ANSWERED_BY_ABORT, Approval
 from . import _ipw
 from .cards import Card
 from .doc import Code, Doc, Field, Status, Text, Tone
@@ -44,8 +44,7 @@ CLIP_CHARS = 1_000
 """A string argument longer than this is clipped in the unfolded arguments."""
 BY_USER = "user"
 """``Approval.answered_by`` of a click."""
-BY_ABORT = "abort"
-"""``Approval.answered_by`` when the call was stopped before anyone answered."""
+BY_ABORT = ANSWERED_BY_ABORT
 REASON_PLACEHOLDER = "reason (optional; the program receives it)"
 
 

@@ -186,8 +186,8 @@ class SessionView:
         if target is None:
             return False
         parent = self._parent_of.get(call_id)
-        if parent is not None and getattr(card, "origin", None) is None:
-            card.origin = parent.origin(call_id)  # type: ignore[attr-defined]  # TODO(approvals)
+        if parent is not None and card.origin is None:
+            card.origin = parent.origin(call_id)
         target.attach_approval(card)
         return True
 
