@@ -23,6 +23,7 @@ from lab_harness import LabServer, jupyterlab
 
 REPO = Path(__file__).resolve().parents[2]
 NOTEBOOK = Path(__file__).parent / "notebooks" / "widgets_live.ipynb"
+MAGIC_NOTEBOOK = Path(__file__).parent / "notebooks" / "magic_live.ipynb"
 CHROMIUM = os.environ.get("DSH_CHROMIUM", "/usr/bin/chromium")
 ARTIFACTS = REPO / "artifacts" / "widgets"
 DOCS_IMG = REPO / "docs" / "img"
@@ -52,7 +53,8 @@ pytestmark = [pytest.mark.browser, pytest.mark.kernel,
 def lab(tmp_path: Path) -> Iterator[LabServer]:
     root = tmp_path / "root"
     root.mkdir()
-    shutil.copy(NOTEBOOK, root / NOTEBOOK.name)
+    for notebook in (NOTEBOOK, MAGIC_NOTEBOOK):
+        shutil.copy(notebook, root / notebook.name)
     with jupyterlab(root, tmp_path / "lab") as server:
         yield server
 
@@ -154,3 +156,69 @@ def test_run_code_card_with_approval_in_jupyterlab(lab: LabServer, page: Any) ->
     assert page.evaluate("() => window.__dsh_xss") is None
     assert page.locator(".jp-Notebook img[src='x']").count() == 0
     print(f"browser test body took {time.monotonic() - started:.1f} s")
+
+
+def test_run_code_cells_live_approval_plot_and_stop_in_jupyterlab(lab: LabServer,
+                                                                    page: Any) -> None:
+    """``%%run_code`` cells as a user lives them: the card streams, an approval is
+    decided by clicking (its arguments in view), a figure lands in the card, and Stop
+    leaves the stopped card with its logs, no traceback, and the next cell runs."""
+    page.goto(f"{lab.url}/lab/tree/{MAGIC_NOTEBOOK.name}?reset")
+    _kernel_idle(page)
+    page.evaluate("() => { window.jupyterapp.commands.execute('notebook:run-all-cells'); }")
+    cells = page.locator(".jp-Notebook .jp-Cell")
+
+    # 1. Streaming: the first line and the started sub-call show while the program waits.
+    card = cells.nth(1).locator(".dsh-card-widget.dsh-run-code")
+    card.locator(".dsh-live", has_text="first line").wait_for(timeout=120_000)
+    header = card.locator(".dsh-header").first
+    assert _text(header).startswith("running Stream a line, then wait"), _text(header)
+    sub_calls = card.locator(".dsh-card-widget.dsh-sub-call")
+    assert _headers(sub_calls) == ["running slow — seconds=6"] or \
+        _headers(sub_calls)[0].startswith("running slow"), _headers(sub_calls)
+    assert "second line" not in card.inner_text()
+    _save(card, "magic-live.png", docs=True)
+    cells.nth(1).locator(".dsh-run-code", has_text="second line").wait_for(timeout=60_000)
+
+    # 2. An approval with its arguments unfolded, decided by a click.
+    card = cells.nth(2).locator(".dsh-card-widget.dsh-run-code")
+    approve = card.locator("button.dsh-approve")
+    approve.wait_for(state="visible", timeout=120_000)
+    prompt = card.locator(".dsh-card-widget.dsh-approval")
+    prompt_text = prompt.inner_text()
+    for expected in ("Approve delete_file?", "deleting a file cannot be undone",
+                     '"path": "notes/todo.md"', '"reason": "done with them"',
+                     "from the program 'Delete the notes' · call 1 of 1"):
+        assert expected in prompt_text, (expected, prompt_text)
+    sub = card.locator(".dsh-card-widget.dsh-sub-call").first
+    assert _text(sub.locator(".dsh-header").first).startswith("waiting: approval delete_file")
+    _save(card, "magic-approval.png", docs=True)
+    approve.click()
+    done = cells.nth(2).locator(".dsh-run-code", has_text="deleted notes/todo.md")
+    done.wait_for(timeout=60_000)
+    assert "delete_file approved by you" in cells.nth(2).inner_text()
+
+    # 3. A figure the program drew (never shown by it) lands in the card, after its logs.
+    card = cells.nth(3).locator(".dsh-card-widget.dsh-run-code")
+    figure = card.locator("img[src^='data:image/png;base64,']")
+    figure.wait_for(timeout=120_000)
+    text = card.inner_text()
+    assert text.index("drawing") < text.index("plotted")
+    assert figure.evaluate("img => img.naturalWidth") > 100
+    _save(card, "magic-plot.png", docs=True)
+
+    # 4. Stop mid-run: the stopped card keeps its ticks; no traceback; the next cell runs.
+    card = cells.nth(4).locator(".dsh-card-widget.dsh-run-code")
+    card.locator(".dsh-live", has_text="tick 3").wait_for(timeout=120_000)
+    card.locator("button.dsh-stop").click()
+    stopped = cells.nth(4).locator(".dsh-run-code", has_text="Stopped by the user after")
+    stopped.wait_for(timeout=60_000)
+    assert "tick 3" in stopped.inner_text()
+    assert _text(stopped.locator(".dsh-header").first).startswith("stopped Count slowly")
+    output = cells.nth(4).locator(".jp-OutputArea")
+    assert "Traceback" not in output.inner_text()
+    assert "CancelledError" not in output.inner_text()
+    assert output.locator("[data-mime-type='application/vnd.jupyter.stderr']").count() == 0
+    _save(stopped, "magic-stopped.png", docs=True)
+    cells.nth(5).locator(".jp-OutputArea", has_text="next cell ran: the user True []").wait_for(
+        timeout=60_000)
