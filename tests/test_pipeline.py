@@ -32,6 +32,7 @@ from dsh_jupyter.json_dump import dump_json
 from dsh_jupyter.json_value import JsonValue
 from dsh_jupyter.registry.execution import ExecutionToken
 from dsh_jupyter.registry.offload import LARGE_NODES, LARGE_TEXT, is_large
+from dsh_jupyter.registry.policy import ANSWERED_BY_ABORT
 
 ECHO_PARAMS = {"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]}
 
@@ -236,6 +237,31 @@ async def test_ask_goes_to_the_approval_service() -> None:
     assert not (await registry.execute(call())).is_error
     rejected = await registry.execute(call())
     assert rejected.error is not None and "ci-policy" in rejected.error.message
+
+
+async def test_approvals_are_events_and_an_unanswered_one_says_the_call_was_stopped() -> None:
+    answers = [Approval(approved=True, answered_by="user"),
+               Approval(approved=False, answered_by=ANSWERED_BY_ABORT, note="run_code settled")]
+
+    class Service:
+        async def request(self, execution: ToolExecution, reason: str | None) -> Approval:
+            return answers.pop(0)
+
+    registry = ToolRegistry(approval=Service())
+    registry.register(echo_tool())
+    registry.on_pre_execute(lambda e, d: Ask("writes files"))
+    events: list[Any] = []
+    registry.on_event(events.append)
+    assert not (await registry.execute(call())).is_error
+    stopped = await registry.execute(call())
+    assert stopped.error is not None and stopped.error.message == (
+        "writes files (not answered: the call was stopped: run_code settled)")
+    asked = [(e["kind"], e.get("reason"), e.get("approved"), e.get("answered_by"))
+             for e in events if e["kind"].startswith("tool/approval")]
+    assert asked == [("tool/approval-request", "writes files", None, None),
+                     ("tool/approval", None, True, "user"),
+                     ("tool/approval-request", "writes files", None, None),
+                     ("tool/approval", None, False, "abort")]
 
 
 async def test_guards_are_monotonic_and_run_global_first() -> None:
