@@ -67,8 +67,10 @@ class Bindings(Protocol):
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Display:
     """One rich output of a program: a MIME bundle as Jupyter sends it (``text/plain``
-    always; ``image/png`` base64; ``text/html``...). ``after_logs`` is how many log
-    lines the program had completed when it displayed this (to show both in order)."""
+    almost always; ``image/png`` base64; ``text/html``...), checked to be a JSON object
+    of MIME types to strings (any JSON for ``*json`` types) but otherwise as the
+    program sent it: untrusted. ``after_logs`` is how many log lines the program had
+    completed when it displayed this (to show both in order)."""
 
     data: Mapping[str, JsonValue]
     metadata: Mapping[str, JsonValue]
@@ -142,7 +144,10 @@ class CodeRunResult:
     value: JsonValue = None
     failure: CodeRunFailure | None = None
     displays: tuple[Display, ...] = ()
-    """Rich outputs within the display budget, in the order the program showed them."""
+    """Rich outputs within the display budget, in the order the program showed them
+    (over the budget, the last is a note saying later ones are not shown)."""
+    displays_dropped: int = 0
+    """How many displays were not kept because the run passed its display budget."""
 
 
 @runtime_checkable

@@ -41,6 +41,12 @@ class KernelRuntimeConfig:
       overhead, so a million one-character lines cost what they weigh). A run
       that would pass it fails with ``output-limit``. It bounds one run too:
       raise it with ``max_output_bytes`` to let a run keep more than 16 MiB.
+    - ``max_displays`` / ``max_display_bytes``: rich outputs of a run
+      (``display(obj)``, matplotlib figures): how many it keeps and the bytes of
+      their compact JSON together. Displays past either, or past half of
+      ``max_buffered_output_bytes`` (what all runs' displays may hold), are
+      dropped and a note says so; logs are never dropped for them (see
+      :mod:`~.displays`).
     - ``memory_bytes`` / ``open_files``: optional RLIMIT_AS / RLIMIT_NOFILE of
       local kernels (a program over the memory cap gets ``MemoryError``).
 
@@ -90,6 +96,8 @@ class KernelRuntimeConfig:
     wall_seconds: float = 600.0
     max_output_bytes: int = 64 * MiB
     max_buffered_output_bytes: int = 16 * MiB
+    max_displays: int = 20
+    max_display_bytes: int = 8 * MiB
     memory_bytes: int | None = None
     open_files: int | None = None
     startup_seconds: float = 60.0
@@ -111,6 +119,8 @@ class KernelRuntimeConfig:
                      "max_call_bytes"):
             _require_count(name, getattr(self, name), minimum=1)
         _require_count("pool_size", self.pool_size, minimum=0)
+        _require_count("max_displays", self.max_displays, minimum=0)  # 0: displays off
+        _require_count("max_display_bytes", self.max_display_bytes, minimum=0)
         _require_count("kernel_nice", self.kernel_nice, minimum=0)
         if self.kernel_nice > 19:
             raise ValueError(f"kernel_nice must be 0 to 19, not {self.kernel_nice}")

@@ -14,13 +14,18 @@ Every run of a runtime also draws on one shared :class:`OutputBudget`: what all
 runs in flight hold together is bounded too, in memory terms (an entry costs its
 bytes plus :data:`ENTRY_OVERHEAD`, so a flood of one-character lines cannot hold
 gigabytes under a byte cap meant for text). A run returns what it drew when its
-result is handed over.
+result is handed over. A run's displays draw on it too, but only up to a share of it
+(see ``displays``), so they never leave its logs without room.
+
+``on_entry`` (when given) is told each entry as it is kept, in order: the run's live
+view of its logs.
 """
 
 from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
 from typing import Final
 
 from ..json_value import JsonValue
@@ -54,9 +59,11 @@ class OutputBudget:
         self.max_bytes = max_bytes
         self.used = 0
 
-    def take(self, size: int) -> bool:
-        """Draw ``size`` bytes; ``False`` (nothing drawn) when that would pass the limit."""
-        if self.used + size > self.max_bytes:
+    def take(self, size: int, *, within: int | None = None) -> bool:
+        """Draw ``size`` bytes; ``False`` (nothing drawn) when that would pass the limit,
+        or ``within`` (a lower ceiling for what all holders may then hold) when given."""
+        ceiling = self.max_bytes if within is None else min(within, self.max_bytes)
+        if self.used + size > ceiling:
             return False
         self.used += size
         return True
@@ -69,9 +76,11 @@ class OutputLog:
     """Collects stream text into entries under a byte budget (and the runtime's shared
     :class:`OutputBudget`, when given). :meth:`release` returns what it drew."""
 
-    def __init__(self, max_bytes: int, budget: OutputBudget | None = None) -> None:
+    def __init__(self, max_bytes: int, budget: OutputBudget | None = None,
+                 on_entry: Callable[[str], None] | None = None) -> None:
         self._max = max_bytes
         self._budget = budget
+        self._on_entry = on_entry
         self._drawn = 0
         self._entries: list[str] = []
         self._used = 2  # the log array's brackets
@@ -83,6 +92,11 @@ class OutputLog:
     @property
     def used_bytes(self) -> int:
         return self._used
+
+    @property
+    def entry_count(self) -> int:
+        """How many entries are kept so far (completed lines)."""
+        return len(self._entries)
 
     def limit_message(self) -> str:
         """Why the log is over its limit (the run's cap, or the runtime's budget)."""
@@ -148,6 +162,8 @@ class OutputLog:
             return False
         self._used += size
         self._entries.append(line)
+        if self._on_entry is not None:
+            self._on_entry(line)
         return True
 
     def _draw(self, size: int) -> bool:

@@ -18,24 +18,34 @@ On ``timeout`` the kernel is interrupted and its remaining output read for a
 short grace period; then (and at once for every other outcome) the kernel's
 process tree is killed, the bridge stops answering, and the run waits for
 binding calls still in flight (see ``bridge``).
+
+Output as it arrives: stream text becomes log entries (``logs``) and
+``display_data`` of the program cell becomes displays (``displays``, under their
+own budget), each display placed after the log entries completed before it. When
+the bindings are also an :class:`~dsh_jupyter.runtime.OutputObserver`, they are told
+each entry and each display kept as it arrives, the last partial lines included,
+before they are closed; an observer that raises is logged (once per run) and
+called again for the next output.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
-from collections.abc import Coroutine, Iterable
-from typing import Any, Final, Protocol
+from collections.abc import Callable, Coroutine, Iterable
+from typing import Any, Final, Protocol, TypeVar
 
 from .._waiting import wait_quietly
 from ..abort import AbortSignal
-from ..runtime import Bindings, CodeRunFailure, CodeRunResult, FailureKind
+from ..runtime import Bindings, CodeRunFailure, CodeRunResult, Display, FailureKind, OutputObserver
 from . import proctree
 from .bridge import Bridge, BuiltResult, done_result
 from .carrier import MessageTooLarge, SocketCarrier
 from .channels import KernelChannels
 from .config import KernelRuntimeConfig
+from .displays import DisplayLog
 from .inject import program_cell
 from .launch import KernelProcess
 from .logs import OutputBudget, OutputLog
@@ -53,6 +63,9 @@ ABORT_QUIET_SECONDS: Final = 0.02
 ABORT_OUTPUT_SECONDS: Final = 0.2
 CLOSED_COMM: Final = ("the program closed its tools channel: tool calls and its result can no "
                       "longer reach the host")
+
+
+_T = TypeVar("_T", str, Display)
 
 
 class _Idle:
@@ -93,7 +106,15 @@ class RunWatch:
         self._config = session.config
         self._program = program
         self._names = list(bindings.names)
-        self._log = OutputLog(self._config.max_output_bytes, budget)
+        observer = bindings if isinstance(bindings, OutputObserver) else None
+        self._observer_failed = False
+        self._log = OutputLog(
+            self._config.max_output_bytes, budget,
+            on_entry=None if observer is None else self._observing(observer.on_log))
+        self._displays = DisplayLog(
+            max_displays=self._config.max_displays, max_bytes=self._config.max_display_bytes,
+            budget=budget,
+            on_display=None if observer is None else self._observing(observer.on_display))
         self._bridge = Bridge(bindings, self._reply,
                               max_pending_calls=self._config.max_pending_calls,
                               max_call_bytes=self._config.max_call_bytes,
@@ -131,9 +152,26 @@ class RunWatch:
                 undo()
             await _quietly(self._teardown(tasks))
         try:
-            return self._result(outcome)
+            result = self._result(outcome)
         finally:
             self._log.release()  # the result is the caller's now
+            self._displays.release()
+        return dataclasses.replace(result, displays=self._displays.displays,
+                                   displays_dropped=self._displays.dropped)
+
+    def _observing(self, notify: Callable[[_T], None]) -> Callable[[_T], None]:
+        """``notify`` made safe to call from the reader: an observer's failure is logged
+        (the first of each run, with its traceback) and never reaches the run."""
+        def observe(item: _T) -> None:
+            try:
+                notify(item)
+            except Exception:
+                if not self._observer_failed:
+                    self._observer_failed = True
+                    _log.exception("an output observer of a run failed (later failures of "
+                                   "this run are not logged)")
+
+        return observe
 
     def _too_large(self) -> str:
         return (f"the kernel sent a message larger than the "
@@ -227,6 +265,9 @@ class RunWatch:
             name, text = content.get("name"), content.get("text")
             if isinstance(name, str) and isinstance(text, str):
                 self._log.write(name, text)
+        elif msg_type == "display_data":
+            # update_display_data and clear_output are ignored: see ``displays``.
+            self._displays.add(content, self._log.entry_count)
         elif msg_type == "error":
             # The program's own exceptions come in its done message; an error of the cell
             # means the runtime in the kernel failed (or was sabotaged). IPython's coloured
@@ -325,6 +366,7 @@ class RunWatch:
         for task in tasks:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await task
+        self._log.finish()  # the last partial lines reach an observer before it is closed
         self._bridge.stop("the run ended")
         await self._session.process.kill()
         await self._bridge.drain()
