@@ -32,6 +32,13 @@ host can build the value a frame at a time without holding its event loop.
 A call awaits a future that the comm's ``on_msg`` handler resolves, so the
 program must await on the kernel's event loop (ipykernel >= 7.4 delivers comm
 messages to a cell that is awaiting; a thread-blocking wait would deadlock).
+
+Rich output (``display(obj)``, matplotlib figures) goes to the host as the kernel's
+own ``display_data`` messages. Two things differ from a notebook cell: figures the
+program left open are shown when it ends, *before* its ``done`` message (a cell's
+``post_execute`` would show them only after the host has settled the run), and a
+display too big for one message (over :data:`MAX_DISPLAY_BYTES`) is replaced by a
+short note instead of being sent (the host would end the run for it).
 """
 
 from __future__ import annotations
@@ -61,6 +68,7 @@ OUTPUT_CHUNK = 64 * 1024
 MAX_DEPTH = 500
 FRAME_BYTES = 64 * 1024  # ~3 ms to apply on the host, ~10 ms at worst
 MAX_MESSAGE_TEXT = 128 * 1024
+MAX_DISPLAY_BYTES = 2 * 1024 * 1024 - 64 * 1024  # below the host's message cap (2 MiB)
 STRING_PIECE = FRAME_BYTES // 8  # characters: escaped, at most 6 bytes each
 
 JsonValue = Any  # the kernel side checks values at run time (see json_problem)
@@ -493,6 +501,7 @@ class Runtime:
         if self._output is None:
             patch_write(sys.stdout)
             patch_write(sys.stderr)
+            guard_display_size()
         try:
             code = compile_program(source)
             namespace: dict[str, Any] = {
@@ -541,11 +550,53 @@ class Runtime:
         builtins.print(*values, file=self._output[0] if file is None else file, **options)
 
     def _finish(self, message: DoneOkMessage | DoneErrorMessage, text: str | None = None) -> None:
+        if self._output is None:
+            show_open_figures()
         # Flush first: stream messages then precede "done" on iopub.
         for stream in (sys.stdout, sys.stderr, *(self._output or ())):
             with contextlib.suppress(Exception):
                 stream.flush()
         self.bridge.done(message, text)
+
+
+def show_open_figures() -> None:
+    """Show the matplotlib figures the program left open, as a notebook does after a
+    cell (matplotlib's inline backend, when the program used it; nothing else is
+    imported). A figure that fails to draw becomes one line on stderr."""
+    backend = sys.modules.get("matplotlib_inline.backend_inline")
+    flush = getattr(backend, "flush_figures", None)
+    if flush is None:
+        return
+    try:
+        flush()
+    except Exception as error:
+        print(f"(the program's open matplotlib figures could not be shown: "
+              f"{type(error).__name__}: {error})", file=sys.stderr)
+
+
+def guard_display_size() -> None:
+    """Replace each display whose content is over :data:`MAX_DISPLAY_BYTES` by a short
+    ``text/plain`` note before it is sent (an ipykernel display hook, on this thread:
+    the program's). The kernel serves one run, so the hook stays."""
+    try:
+        publisher = sys.modules["IPython"].get_ipython().display_pub
+        register: Callable[[Callable[[Any], Any]], None] = publisher.register_hook
+    except Exception:
+        return  # not ipykernel: nothing to guard
+
+    def hook(message: Any) -> Any:
+        try:
+            content = message["content"]
+            size = len(json.dumps(content, separators=(",", ":")))  # ASCII: bytes >= UTF-8's
+        except Exception:
+            return message
+        if size > MAX_DISPLAY_BYTES:
+            content["data"] = {"text/plain": f"[a display of {size} bytes was not sent: over "
+                               f"the {MAX_DISPLAY_BYTES} byte limit of one message]"}
+            content["metadata"] = {}
+        return message
+
+    register(hook)
 
 
 def compact_json(value: JsonValue) -> str:
