@@ -29,7 +29,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import warnings
-from collections.abc import Awaitable, Coroutine
+from collections.abc import Awaitable, Callable, Coroutine
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -41,6 +41,7 @@ from ..abort import AbortController, AbortSignal
 from ..errors import CodeModeError
 from ..runtime import Bindings, CodeRunFailure, CodeRunResult
 from .config import KernelRuntimeConfig
+from .fontcache import seed_font_cache
 from .forkserver import ForkLauncher, fork_supported
 from .launch import KernelLauncher
 from .logs import OutputBudget
@@ -48,7 +49,7 @@ from .pool import KernelPool
 from .sandbox import SandboxConfig, UnconfinedWarning, confinement_problem, unconfined_message
 from .session import KernelSession, KernelStartError
 from .stock import StockLauncher
-from .workspace import create_runtime_directory, remove_tree
+from .workspace import SEED_HOME, create_runtime_directory, remove_tree
 
 DISPOSED = "runtime disposed"
 
@@ -91,6 +92,8 @@ class KernelRuntime:
         try:
             self._confinement = await _confinement(self.config)
             self._directory = await asyncio.to_thread(create_runtime_directory)
+            if self.config.gateway is None:
+                await self._seed_fonts(self._directory / SEED_HOME)
             if self.config.gateway is not None:
                 self._launcher = _gateway_launcher(self.config)
             elif self.config.uses_fork and fork_supported():
@@ -145,6 +148,13 @@ class KernelRuntime:
             self._background(session.close())
             if self._pool is not None and self._state == "open":
                 self._pool.fill()  # after the run, so the next start does not compete with it
+
+    async def _seed_fonts(self, seed_home: Path) -> None:
+        """matplotlib's font list for every kernel's HOME (see ``fontcache``): copied
+        now when the host has one (under a millisecond), else built in the background
+        (no run waits for it; kernels started meanwhile do without)."""
+        if not await asyncio.to_thread(seed_font_cache, seed_home, build=False):
+            self._background(_in_thread(seed_font_cache, seed_home))
 
     def _background(self, work: Coroutine[Any, Any, None]) -> None:
         task = asyncio.ensure_future(work)
@@ -233,6 +243,10 @@ async def _confinement(config: KernelRuntimeConfig) -> SandboxConfig | None:
                             f"{problem}")
     warnings.warn(unconfined_message(problem), UnconfinedWarning, stacklevel=3)
     return None
+
+
+async def _in_thread(function: Callable[..., object], *args: object) -> None:
+    await asyncio.to_thread(function, *args)
 
 
 def _gateway_launcher(config: KernelRuntimeConfig) -> KernelLauncher:

@@ -4,6 +4,8 @@ environment that points into a kernel's.
 ::
 
     dsh-runtime-XXXX/        0700, made when a runtime is entered, removed when it closes
+        seed-home/           files every kernel's HOME starts with (a copy of each;
+                             matplotlib's font list, see ``fontcache``)
         dsh-kernel-XXXX/     0700, one kernel's workspace (its root)
             kernel.json      a stock launch's connection file, removed once the kernel is ready
             zmq-*            the kernel's IPC sockets;  tools.sock: the socket carrier
@@ -29,6 +31,9 @@ from pathlib import Path
 
 from .._waiting import wait_uncancelled
 from .config import KernelRuntimeConfig
+
+SEED_HOME = "seed-home"
+"""The directory of a runtime's directory whose files each workspace's HOME starts with."""
 
 
 def create_runtime_directory() -> Path:
@@ -69,9 +74,16 @@ class Workspace:
 
     @classmethod
     def create(cls, parent: Path) -> Workspace:
+        """A new workspace in ``parent`` (a runtime's directory), its HOME holding a copy
+        of ``parent``'s :data:`SEED_HOME`, if there is one."""
         workspace = cls(Path(tempfile.mkdtemp(prefix="dsh-kernel-", dir=parent)))
         for directory in (workspace.home, workspace.ipython_dir, workspace.tmp, workspace.cwd):
             directory.mkdir(mode=0o700)
+        seed = parent / SEED_HOME
+        if seed.is_dir():
+            with contextlib.suppress(OSError):  # a cache: a kernel works without it
+                shutil.copytree(seed, workspace.home, dirs_exist_ok=True,
+                                ignore=shutil.ignore_patterns("*.partial"))
         return workspace
 
     def environment(self, config: KernelRuntimeConfig,
