@@ -12,6 +12,10 @@ file name, and every message goes through the host's :class:`~.kernel.bridge.Bri
 as JSON, exactly as it crosses a comm. What differs is only the transport and the
 process: ``print`` is captured (writes to ``sys.stdout`` are not), and a timeout or an
 abort cancels the program's task instead of interrupting a kernel.
+
+Output observers (:class:`~dsh_jupyter.runtime.OutputObserver`) are told each log
+entry as it is kept. Displays are not supported: there is no kernel to format them,
+so results never hold any (``display`` is whatever the host has, if anything).
 """
 
 from __future__ import annotations
@@ -26,10 +30,11 @@ from .abort import AbortSignal
 from .kernel._inkernel import SOURCE_FILENAME
 from .kernel.bridge import Bridge, Done, done_result
 from .kernel.config import KernelRuntimeConfig
+from .kernel.displays import SafeObserver
 from .kernel.inject import inkernel_source
 from .kernel.logs import OutputLog
 from .kernel.protocol import HostMessage
-from .runtime import Bindings, CodeRunFailure, CodeRunResult, FailureKind
+from .runtime import Bindings, CodeRunFailure, CodeRunResult, FailureKind, OutputObserver
 
 __all__ = ["InProcessRuntime"]
 
@@ -76,7 +81,9 @@ class InProcessRuntime:
         self.runs += 1
         limits = KernelRuntimeConfig()
         loop = asyncio.get_running_loop()
-        log = OutputLog(self.max_output_bytes)
+        observer = SafeObserver(bindings) if isinstance(bindings, OutputObserver) else None
+        log = OutputLog(self.max_output_bytes,
+                        on_entry=None if observer is None else observer.on_log)
         outcome: asyncio.Future[Done | CodeRunFailure] = loop.create_future()
         over = asyncio.Event()
 
@@ -120,9 +127,9 @@ class InProcessRuntime:
             watch_output.cancel()
             task.cancel()  # the program's own failure is already reported; else it is stopped
             await asyncio.gather(task, return_exceptions=True)
+            logs = log.finish()  # an observer sees the last partial lines before the close
             host.stop("the run ended")
             await host.drain()
-        logs = log.finish()
         if isinstance(result, CodeRunFailure):
             return CodeRunResult(logs=logs, failure=result)
         return done_result(result, logs, log, self.max_output_bytes)

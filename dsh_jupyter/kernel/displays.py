@@ -25,14 +25,17 @@ display is dropped unread and counted in :attr:`DisplayLog.dropped`.
 
 from __future__ import annotations
 
+import logging
 import re
 from collections.abc import Callable, Mapping
 from typing import Any, Final, cast
 
 from ..json_value import JsonObject, NotJsonError, snapshot_json
-from ..runtime import Display
+from ..runtime import Display, OutputObserver
 from .frames import MAX_DEPTH
 from .logs import OutputBudget, json_size
+
+_log = logging.getLogger(__name__)
 
 MAX_MIME_TYPES: Final = 32
 DISPLAY_OVERHEAD: Final = 256
@@ -155,3 +158,31 @@ class DisplayLog:
         self._kept.append(display)
         if self._on_display is not None:
             self._on_display(display)
+
+
+class SafeObserver:
+    """An :class:`~dsh_jupyter.runtime.OutputObserver` made safe to call from a run's
+    reader: a failure is logged (the first of the run, with its traceback) and never
+    reaches the run; the next output is passed on again."""
+
+    def __init__(self, observer: OutputObserver) -> None:
+        self._observer = observer
+        self._failed = False
+
+    def on_log(self, line: str) -> None:
+        try:
+            self._observer.on_log(line)
+        except Exception:
+            self._failure()
+
+    def on_display(self, display: Display) -> None:
+        try:
+            self._observer.on_display(display)
+        except Exception:
+            self._failure()
+
+    def _failure(self) -> None:
+        if not self._failed:
+            self._failed = True
+            _log.exception("an output observer of a run failed (its later failures in this "
+                           "run are not logged)")

@@ -34,18 +34,18 @@ import asyncio
 import contextlib
 import dataclasses
 import logging
-from collections.abc import Callable, Coroutine, Iterable
-from typing import Any, Final, Protocol, TypeVar
+from collections.abc import Coroutine, Iterable
+from typing import Any, Final, Protocol
 
 from .._waiting import wait_quietly
 from ..abort import AbortSignal
-from ..runtime import Bindings, CodeRunFailure, CodeRunResult, Display, FailureKind, OutputObserver
+from ..runtime import Bindings, CodeRunFailure, CodeRunResult, FailureKind, OutputObserver
 from . import proctree
 from .bridge import Bridge, BuiltResult, done_result
 from .carrier import MessageTooLarge, SocketCarrier
 from .channels import KernelChannels
 from .config import KernelRuntimeConfig
-from .displays import DisplayLog
+from .displays import DisplayLog, SafeObserver
 from .inject import program_cell
 from .launch import KernelProcess
 from .logs import OutputBudget, OutputLog
@@ -63,9 +63,6 @@ ABORT_QUIET_SECONDS: Final = 0.02
 ABORT_OUTPUT_SECONDS: Final = 0.2
 CLOSED_COMM: Final = ("the program closed its tools channel: tool calls and its result can no "
                       "longer reach the host")
-
-
-_T = TypeVar("_T", str, Display)
 
 
 class _Idle:
@@ -106,15 +103,12 @@ class RunWatch:
         self._config = session.config
         self._program = program
         self._names = list(bindings.names)
-        observer = bindings if isinstance(bindings, OutputObserver) else None
-        self._observer_failed = False
-        self._log = OutputLog(
-            self._config.max_output_bytes, budget,
-            on_entry=None if observer is None else self._observing(observer.on_log))
+        observer = SafeObserver(bindings) if isinstance(bindings, OutputObserver) else None
+        self._log = OutputLog(self._config.max_output_bytes, budget,
+                              on_entry=None if observer is None else observer.on_log)
         self._displays = DisplayLog(
             max_displays=self._config.max_displays, max_bytes=self._config.max_display_bytes,
-            budget=budget,
-            on_display=None if observer is None else self._observing(observer.on_display))
+            budget=budget, on_display=None if observer is None else observer.on_display)
         self._bridge = Bridge(bindings, self._reply,
                               max_pending_calls=self._config.max_pending_calls,
                               max_call_bytes=self._config.max_call_bytes,
@@ -158,20 +152,6 @@ class RunWatch:
             self._displays.release()
         return dataclasses.replace(result, displays=self._displays.displays,
                                    displays_dropped=self._displays.dropped)
-
-    def _observing(self, notify: Callable[[_T], None]) -> Callable[[_T], None]:
-        """``notify`` made safe to call from the reader: an observer's failure is logged
-        (the first of each run, with its traceback) and never reaches the run."""
-        def observe(item: _T) -> None:
-            try:
-                notify(item)
-            except Exception:
-                if not self._observer_failed:
-                    self._observer_failed = True
-                    _log.exception("an output observer of a run failed (later failures of "
-                                   "this run are not logged)")
-
-        return observe
 
     def _too_large(self) -> str:
         return (f"the kernel sent a message larger than the "
