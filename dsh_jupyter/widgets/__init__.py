@@ -8,6 +8,7 @@ targets at import. See ``docs/widgets.md``.
 from .approval_card import ApprovalCard
 from .approvals import ApprovalHost, ApprovalPolicy, NotebookApprovals
 from .cards import Card, ToolCard
+from .displays import display_block
 from .run_code import RunCodeCard, SubCallCard
 from .session import LiveView, SessionView, replay, tool_card
 
@@ -22,6 +23,7 @@ __all__ = [
     "SessionView",
     "SubCallCard",
     "ToolCard",
+    "display_block",
     "replay",
     "tool_card",
 ]

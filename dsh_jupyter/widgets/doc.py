@@ -68,6 +68,32 @@ class Links:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class Image:
+    """A picture a program displayed. ``data`` is base64 of an image of type ``mime``,
+    embedded only as the ``data:`` URI of an ``<img>`` (renderers check both again);
+    build it with :func:`~.displays.display_block`, which checks the image. ``text``
+    stands for it in text formats (``[image/png 640x480, 23 KB]``); ``width`` and
+    ``height`` are the CSS pixels to draw it at, when the display said."""
+
+    mime: str
+    data: str
+    text: str
+    width: int | None = None
+    height: int | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SandboxedHtml:
+    """HTML a program displayed: untrusted, so drawn only inside an ``<iframe sandbox>``
+    (no scripts, no same origin, nothing fetched) ``height`` pixels high. Text formats
+    show ``text`` (the display's ``text/plain``) instead."""
+
+    html: str
+    text: str
+    height: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Section:
     """Blocks under a small heading (a file's matches, a diff, the calls of a program)."""
 
@@ -92,4 +118,4 @@ class Doc:
     """Time spent waiting before it ran (queued, or for an approval): widget only."""
 
 
-Block: TypeAlias = Text | Field | Code | Items | Links | Section | Doc
+Block: TypeAlias = Text | Field | Code | Items | Links | Image | SandboxedHtml | Section | Doc

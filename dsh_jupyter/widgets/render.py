@@ -3,14 +3,24 @@
 text/plain and text/markdown are deterministic (no durations, ids or times) so
 nbval can compare them; HTML shows durations only when ``timing=True`` (the
 live widget). Every tool-derived string is escaped here and nowhere else.
+
+A program's displays are the exception to "escaped": an :class:`Image` becomes an
+``<img>`` whose ``src`` is a ``data:`` URI (its type one of the image types, its data
+nothing but base64, both checked here again), and :class:`SandboxedHtml` becomes an
+``<iframe sandbox="" srcdoc="...">``: the program's HTML, escaped into the attribute,
+is parsed as a document of its own that may run no script, has an opaque origin (no
+cookies, no Jupyter token, no access to the page) and, by its Content-Security-Policy,
+fetches nothing but ``data:`` images. Text formats show their ``text``, never base64.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 from urllib.parse import quote, urlsplit
 
-from .doc import Block, Code, Doc, Field, Items, Link, Links, Text, Tone
+from .._images import IMAGE_TYPES
+from .doc import Block, Code, Doc, Field, Image, Items, Link, Links, SandboxedHtml, Text, Tone
 from .highlight import highlight_lines
 from .text import clean, clip, escape_html, escape_markdown, fence
 
@@ -27,6 +37,16 @@ NESTED_STYLE = "border-left:3px solid #d0d7de;padding:2px 0 2px 8px;margin:4px 0
 PRE_STYLE = ("margin:4px 0;padding:4px 6px;background:rgba(127,127,127,0.08);overflow:auto;"
              "max-height:32em;font-size:12px;line-height:1.4;white-space:pre")
 NUMBER_STYLE = "color:#8c959f;user-select:none"
+IMAGE_STYLE = "display:block;max-width:100%;height:auto;margin:4px 0"
+FRAME_STYLE = ("display:block;width:100%;margin:4px 0;border:1px solid #d0d7de;"
+               "border-radius:4px;background:#fff;resize:vertical")
+FRAME_HEIGHTS = (40, 600)
+"""The least and most pixels a sandboxed frame is drawn at (it scrolls inside)."""
+FRAME_POLICY = ('<meta http-equiv="Content-Security-Policy" content="default-src \'none\'; '
+                "img-src data:; style-src 'unsafe-inline'; font-src data:\">")
+"""First in every frame's document: nothing is fetched from the network, so displayed
+HTML cannot send what the program saw anywhere (the kernel itself may have no network)."""
+_BASE64 = re.compile(r"[A-Za-z0-9+/]*={0,2}")
 
 
 def status_label(doc: Doc) -> str | None:
@@ -93,6 +113,13 @@ def _plain_blocks(blocks: Iterable[Block], pad: str) -> list[str]:
                 out.append(inner + _more(omitted))
         elif isinstance(block, Items):
             out += [f"{pad}- {clean(item)}" for item in block.items]
+        elif isinstance(block, Image):
+            out.append(pad + " ".join(clean(block.text).split()))
+        elif isinstance(block, SandboxedHtml):
+            lines, omitted = _display_text(block.text)
+            out += [pad + line for line in lines]
+            if omitted:
+                out.append(pad + _more(omitted))
         elif isinstance(block, Links):
             for link in block.links:
                 out.append(f"{pad}- {clean(link.title)} <{clean(link.url)}>")
@@ -143,6 +170,13 @@ def _markdown_blocks(blocks: Iterable[Block]) -> list[str]:
             out.append(label + fence("\n".join(lines), lang))
         elif isinstance(block, Items):
             out.append("\n".join(f"- {escape_markdown(item)}" for item in block.items))
+        elif isinstance(block, Image):
+            out.append(f"*{escape_markdown(' '.join(block.text.split()))}*")
+        elif isinstance(block, SandboxedHtml):
+            lines, omitted = _display_text(block.text)
+            if omitted:
+                lines.append(_more(omitted))
+            out.append(fence("\n".join(lines)))
         elif isinstance(block, Links):
             out.append("\n".join(_markdown_link(link) for link in block.links))
         else:
@@ -229,6 +263,10 @@ def _html_block(block: Block, timing: bool) -> str:
     if isinstance(block, Links):
         items = "".join(f"<li>{_html_link(link)}</li>" for link in block.links)
         return f'<ul class="dsh-links" style="margin:2px 0;padding-left:20px">{items}</ul>'
+    if isinstance(block, Image):
+        return _html_image(block)
+    if isinstance(block, SandboxedHtml):
+        return _html_frame(block)
     return (f'<div class="dsh-section"><div style="font-weight:600;margin-top:4px">'
             f"{escape_html(block.title)}</div>{html_blocks(block.blocks, timing=timing)}</div>")
 
@@ -265,3 +303,30 @@ def _html_link(link: Link) -> str:
     if link.note:
         out += f'<div>{escape_html(link.note)}</div>'
     return out
+
+
+def _display_text(text: str) -> tuple[list[str], int]:
+    """A display's text/plain as lines, clipped like code."""
+    clipped, omitted = clip(text)
+    return clipped.split("\n"), omitted
+
+
+def _html_image(image: Image) -> str:
+    alt = escape_html(" ".join(image.text.split()))
+    if image.mime not in IMAGE_TYPES or _BASE64.fullmatch(image.data) is None:
+        return f'<div class="dsh-text" style="color:#6e7781">{alt}</div>'
+    size = "".join(f";{name}:{value}px" for name, value in
+                   (("width", image.width), ("height", image.height))
+                   if isinstance(value, int) and not isinstance(value, bool) and value > 0)
+    return (f'<img class="dsh-image" src="data:{image.mime};base64,{image.data}" alt="{alt}" '
+            f'title="{alt}" style="{IMAGE_STYLE}{size}">')
+
+
+def _html_frame(frame: SandboxedHtml) -> str:
+    least, most = FRAME_HEIGHTS
+    height = frame.height if isinstance(frame.height, int) else least
+    height = max(least, min(most, height))
+    title = escape_html(" ".join(frame.text.split())[:120] or "HTML output of the program")
+    return (f'<iframe class="dsh-html" sandbox="" referrerpolicy="no-referrer" '
+            f'title="{title}" srcdoc="{escape_html(FRAME_POLICY + frame.html)}" '
+            f'style="{FRAME_STYLE};height:{height}px"></iframe>')
