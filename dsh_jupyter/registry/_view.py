@@ -15,8 +15,8 @@ Which members are public API, and why:
 - ``emit(event)``: public; the agent loop writes its ``agent/*`` events to the
   registry's event sinks through it, and a host may add its own events the same way.
 - ``visible``, ``mode_for``, ``schemas`` and the attributes ``approval``,
-  ``code_runtime``, ``max_parallel_sub_calls``: public already (documented reads and
-  constructor arguments); the seam only reads them.
+  ``code_runtime``, ``max_parallel_sub_calls``, ``run_code_images``: public already
+  (documented reads and constructor arguments); the seam only reads them.
 - ``_resolve(call)`` and ``_hooks(scope)``: private. They were public (``resolve``,
   ``hooks``) only so the pipeline could reach them; a user asks ``get(name, scope)``
   or ``execution_mode(call)`` instead. ``_resolve`` also rejects a scope that is not a
@@ -61,6 +61,10 @@ class RegistryView(Protocol):
     @property
     def max_parallel_sub_calls(self) -> int:
         """How many concurrency-safe sub-calls of one program may overlap."""
+
+    @property
+    def run_code_images(self) -> bool:
+        """Whether a ``run_code`` result also carries the program's images."""
 
     def visible(self, scope: AgentScope | None = None) -> Mapping[str, ToolDefinition]:
         """Every tool ``scope`` can see, by name (``run_code`` is never among them)."""

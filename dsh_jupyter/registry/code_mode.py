@@ -5,6 +5,12 @@ registry's code runtime; the program's ``await tools.x(args)`` calls re-enter th
 pipeline through :class:`~dsh_jupyter.registry.bridge.DispatchBridge`. Only what
 the program prints or returns comes back: the value is ``{logs, result?}`` and
 the content is the logs joined by newlines, then the rendered result.
+
+With ``ToolRegistry(run_code_images=True)`` the program's PNG and JPEG displays come
+back too: the value gains ``images`` (at most :data:`RUN_CODE_MAX_IMAGES`, the first
+ones, each checked to be the image it claims; ``images_omitted`` counts the rest) and
+the content gains one image block per image after the text. Off, the value and the
+content are exactly as above.
 """
 
 from __future__ import annotations
@@ -14,16 +20,17 @@ import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, cast
 
+from .._images import check_image
 from .._waiting import wait_quietly, wait_uncancelled
 from ..errors import CodeModeError, CodeRunFailedError
 from ..json_dump import dump_json
 from ..json_value import JsonObject, JsonValue, snapshot_json
-from ..runtime import CodeRunResult
+from ..runtime import CodeRunResult, Display
 from .bridge import DispatchBridge
 from .definition import ToolDefinition, ToolOutput
 from .execution import ToolRunContext
 from .presentation import GenericCallView
-from .results import Content, text_content
+from .results import Content, ContentBlock
 from .schema import compile_schema
 from .scope import RESERVED_NAME
 
@@ -32,6 +39,9 @@ if TYPE_CHECKING:
 
 NO_OUTPUT = "(run_code completed with no output)"
 CANCELLED_REASON = "the call was cancelled"
+RUN_CODE_MAX_IMAGES = 4
+"""The most images a run_code result carries to the model (``run_code_images``)."""
+MODEL_IMAGE_TYPES = ("image/png", "image/jpeg")
 
 RUN_CODE_DESCRIPTION = (
     "Run a Python program that calls the tools through the `tools` SDK described in the "
@@ -53,7 +63,20 @@ RUN_CODE_PARAMETERS: JsonObject = cast(JsonObject, snapshot_json({
 
 RUN_CODE_OUTPUT: JsonObject = cast(JsonObject, snapshot_json({
     "type": "object",
-    "properties": {"logs": {"type": "array", "items": {"type": "string"}}, "result": {}},
+    "properties": {
+        "logs": {"type": "array", "items": {"type": "string"}},
+        "result": {},
+        # Only with run_code_images=True (at most RUN_CODE_MAX_IMAGES; the subset of JSON
+        # Schema that tool schemas use has no value constraints):
+        "images": {"type": "array", "items": {
+            "type": "object",
+            "properties": {"mime_type": {"enum": list(MODEL_IMAGE_TYPES)},
+                           "data": {"type": "string"}},
+            "required": ["mime_type", "data"],
+            "additionalProperties": False,
+        }},
+        "images_omitted": {"type": "integer"},
+    },
     "required": ["logs"],
     "additionalProperties": False,
 }))
@@ -92,8 +115,19 @@ class RunCodeRendering:
             with self._lock:
                 self._kept = (value, result)
             parts.append(result)
+        images = cast(list[dict[str, str]], value.get("images") or [])
+        omitted = value.get("images_omitted")
+        if omitted:
+            parts.append(f"({omitted} more image{'s' if omitted != 1 else ''} not attached: "
+                         f"at most {RUN_CODE_MAX_IMAGES} per run)")
         text = "\n".join(parts)
-        return text_content(text if text else NO_OUTPUT)
+        if not text and images:
+            text = (f"(run_code completed with no text output; {len(images)} "
+                    f"image{'s' if len(images) != 1 else ''} attached)")
+        blocks: list[ContentBlock] = [{"type": "text", "text": text if text else NO_OUTPUT}]
+        blocks += [{"type": "image", "data": image["data"], "mime_type": image["mime_type"]}
+                   for image in images]
+        return tuple(blocks)
 
     def meta(self, _args: JsonValue, value: JsonValue) -> JsonValue:
         """The logs and the rendered result, kept apart for cards."""
@@ -182,4 +216,23 @@ async def _run_program(registry: RegistryView, program: str, ctx: ToolRunContext
     value: dict[str, JsonValue] = {"logs": list(result.logs)}
     if result.value is not None:
         value["result"] = result.value
+    if registry.run_code_images:
+        images = model_images(result.displays)
+        if images:
+            value["images"] = list(images[:RUN_CODE_MAX_IMAGES])
+        if len(images) > RUN_CODE_MAX_IMAGES:
+            value["images_omitted"] = len(images) - RUN_CODE_MAX_IMAGES
     return value
+
+
+def model_images(displays: tuple[Display, ...]) -> list[JsonValue]:
+    """``{"mime_type", "data"}`` of each display showing a PNG or JPEG image that is what it
+    claims (checked base64), in order; a display with both gives its PNG."""
+    images: list[JsonValue] = []
+    for display in displays:
+        for mime in MODEL_IMAGE_TYPES:
+            checked = check_image(mime, display.data.get(mime))
+            if checked is not None:
+                images.append({"mime_type": mime, "data": checked.data})
+                break
+    return images

@@ -44,6 +44,10 @@ class RegistryChange:
 class ToolRegistry(Layer):
     """Tools, agent scopes, policies, and the execution pipeline.
 
+    ``run_code_images=True`` makes a ``run_code`` result also carry the program's
+    PNG and JPEG displays (its matplotlib figures, say) as image content for the
+    model, at most four (see ``docs/code-mode.md``); off by default.
+
     ::
 
         registry = ToolRegistry()
@@ -64,6 +68,7 @@ class ToolRegistry(Layer):
         max_parallel_sub_calls: int = 10,
         code_runtime: CodeRuntime | None = None,
         approval: ApprovalService | None = None,
+        run_code_images: bool = False,
     ) -> None:
         super().__init__(None)
         if mode not in MODES:
@@ -73,7 +78,11 @@ class ToolRegistry(Layer):
             raise RegistrationError(
                 f"max_parallel_sub_calls must be a positive integer (1 runs sub-calls one at a "
                 f"time), got {max_parallel_sub_calls!r}")
+        if not isinstance(run_code_images, bool):
+            raise RegistrationError(f"run_code_images must be True or False, got "
+                                    f"{run_code_images!r}")
         self.mode: PresentationMode = mode
+        self.run_code_images = run_code_images
         self.max_parallel_sub_calls = max_parallel_sub_calls
         self.code_runtime = code_runtime
         self.approval = approval
