@@ -79,11 +79,12 @@ def _build_host_font_list() -> None:
                        stderr=subprocess.DEVNULL, timeout=BUILD_SECONDS, check=False)
 
 
-def seed_font_cache(seed_home: Path, *, build: bool = True) -> list[Path]:
-    """Copy the host's font lists into ``seed_home``; when there are none, build them
-    first (if ``build``). The copies made. Never raises for a missing or unwritable
-    cache."""
-    source = matplotlib_cache_directory()
+def seed_font_cache(seed_home: Path, *, build: bool = True,
+                    source: Path | None = None) -> list[Path]:
+    """Copy the host's font lists (those in ``source``, default matplotlib's cache
+    directory) into ``seed_home``; when there are none, build them first (if ``build``).
+    The copies made. Never raises for a missing or unwritable cache."""
+    source = matplotlib_cache_directory() if source is None else source
     lists = font_lists(source)
     if not lists and build:
         _build_host_font_list()
