@@ -4,7 +4,8 @@ scheduling, events and rendering (with the in-process test runtime)."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+import base64
+from collections.abc import AsyncIterator, Collection
 from typing import Any
 
 import pytest
@@ -20,12 +21,18 @@ from dsh_jupyter import (
     ToolRunContext,
     define_tool,
 )
-from dsh_jupyter.errors import CodeModeError
+from dsh_jupyter.abort import AbortSignal
+from dsh_jupyter.errors import CodeModeError, RegistrationError
 from dsh_jupyter.json_value import JsonValue, snapshot_json
 from dsh_jupyter.kernel import KernelRuntime, KernelRuntimeConfig
-from dsh_jupyter.registry.code_mode import RunCodeRendering, render_result_value
+from dsh_jupyter.registry.code_mode import (
+    RUN_CODE_MAX_IMAGES,
+    RunCodeRendering,
+    model_images,
+    render_result_value,
+)
 from dsh_jupyter.registry.pipeline import cancelled_call
-from dsh_jupyter.runtime import CodeRuntime
+from dsh_jupyter.runtime import Bindings, CodeRunResult, CodeRuntime, Display
 from dsh_jupyter.testing import InProcessRuntime
 
 
@@ -559,3 +566,91 @@ async def test_a_syntax_error_names_the_program_line_and_no_host_path(
     assert message.startswith('code run failed (exception):   File "<program>", line 2')
     assert "SyntaxError: '(' was never closed" in message
     assert "ast.py" not in message and "Traceback" not in message and "/" not in message
+
+
+# --- images to the model (run_code_images) ---------------------------------------------
+
+PNG = ("iVBORw0KGgoAAAANSUhEUgAAAAIAAAABCAIAAAB7QOjdAAAADUlEQVR4nGP4z8AARAAI/gH/xp559wAAAABJ"
+       "RU5ErkJggg==")
+JPEG = base64.b64encode(b"\xff\xd8\xff\xe0" + b"\x00" * 16).decode()
+
+
+def shown(data: dict[str, JsonValue]) -> Display:
+    return Display(data=data, metadata={}, after_logs=0)
+
+
+class Displaying:
+    """A code runtime whose every run prints ``logs`` and shows ``displays`` (the
+    registry's side of images, without a kernel)."""
+
+    language = "python"
+    isolation = "in-process"
+
+    def __init__(self, logs: Collection[str], displays: Collection[Display]) -> None:
+        self.result = CodeRunResult(logs=tuple(logs), displays=tuple(displays))
+
+    async def run(self, program: str, bindings: Bindings, signal: AbortSignal
+                  ) -> CodeRunResult:
+        bindings.close("done")
+        return self.result
+
+
+def test_run_code_images_must_be_a_bool() -> None:
+    with pytest.raises(RegistrationError, match="run_code_images"):
+        ToolRegistry(run_code_images=1)  # type: ignore[arg-type]
+
+
+async def test_without_the_option_no_image_reaches_the_model() -> None:
+    runtime = Displaying(["a"], [shown({"image/png": PNG, "text/plain": "p"})])
+    result = await run(code_registry(runtime), "pass")
+    assert result.value == {"logs": ["a"]}
+    assert result.content == ({"type": "text", "text": "a"},)
+
+
+async def test_images_follow_the_text_first_four_only() -> None:
+    displays = [shown({"text/html": "<b>no image</b>", "text/plain": "h"}),
+                shown({"image/png": "not base64!", "text/plain": "fake"}),
+                shown({"image/gif": "R0lGODlh", "text/plain": "gif: not sent"}),
+                *(shown({"image/png": PNG, "text/plain": str(i)}) for i in range(4)),
+                shown({"image/jpeg": JPEG, "text/plain": "fifth"}),
+                shown({"image/png": PNG, "text/plain": "sixth"})]
+    result = await run(code_registry(Displaying(["a"], displays), run_code_images=True), "x")
+    assert not result.is_error, result
+    assert result.value == {"logs": ["a"], "images_omitted": 2,
+                            "images": [{"mime_type": "image/png", "data": PNG}] * 4}
+    text, *images = result.content
+    assert text == {"type": "text", "text": f"a\n(2 more images not attached: at most "
+                    f"{RUN_CODE_MAX_IMAGES} per run)"}
+    assert images == [{"type": "image", "data": PNG, "mime_type": "image/png"}] * 4
+
+
+async def test_images_without_text_say_so() -> None:
+    runtime = Displaying([], [shown({"image/jpeg": JPEG, "image/png": "x"})])
+    result = await run(code_registry(runtime, run_code_images=True), "x")
+    assert result.content == (
+        {"type": "text", "text": "(run_code completed with no text output; 1 image attached)"},
+        {"type": "image", "data": JPEG, "mime_type": "image/jpeg"})
+    assert model_images((shown({"image/png": PNG, "image/jpeg": JPEG}),)) == [
+        {"mime_type": "image/png", "data": PNG}]
+
+
+@pytest.fixture
+async def kernel_runtime() -> AsyncIterator[KernelRuntime]:
+    async with KernelRuntime(KernelRuntimeConfig(pool_size=1)) as runtime:
+        yield runtime
+
+
+@pytest.mark.kernel
+@pytest.mark.timeout(90)
+async def test_a_plot_reaches_the_model_only_when_asked(kernel_runtime: KernelRuntime) -> None:
+    program = "import matplotlib.pyplot as plt\nprint('plotted')\nplt.plot([1, 2, 3])"
+    off = await run(code_registry(kernel_runtime), program)
+    on = await run(code_registry(kernel_runtime, run_code_images=True), program)
+    assert off.value == {"logs": ["plotted"]}
+    assert off.content == ({"type": "text", "text": "plotted"},)
+    text, image = on.content
+    assert text == off.content[0]  # the model reads the same text either way
+    assert image["type"] == "image" and image["mime_type"] == "image/png"
+    assert base64.b64decode(image["data"]).startswith(b"\x89PNG")
+    assert on.value == {"logs": ["plotted"],
+                        "images": [{"mime_type": "image/png", "data": image["data"]}]}

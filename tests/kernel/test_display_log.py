@@ -57,7 +57,7 @@ def test_well_formed_bundles_are_frozen_as_sent() -> None:
                     "application/vnd.x+json": [1, None]}
     assert metadata == {"image/png": {"width": 3}}
     with pytest.raises(TypeError):
-        data["text/plain"] = "changed"  # type: ignore[index]
+        data["text/plain"] = "changed"
     assert parse_display({"data": {"text/plain": "t"}}) == ({"text/plain": "t"}, {})
 
 

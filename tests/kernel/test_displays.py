@@ -287,4 +287,4 @@ return sorted(os.listdir(cache)) if os.path.isdir(cache) else []
     result = await run(runtime, program)
     assert result.failure is None, result.failure
     assert isinstance(result.value, list)
-    assert any(name.startswith("fontlist-v") for name in result.value), result.value
+    assert any(str(name).startswith("fontlist-v") for name in result.value), result.value
