@@ -40,8 +40,8 @@ from .._waiting import wait_quietly
 from ..abort import AbortController, AbortSignal
 from ..errors import CodeModeError
 from ..runtime import Bindings, CodeRunFailure, CodeRunResult
+from . import fontcache
 from .config import KernelRuntimeConfig
-from .fontcache import seed_font_cache
 from .forkserver import ForkLauncher, fork_supported
 from .launch import KernelLauncher
 from .logs import OutputBudget
@@ -153,8 +153,8 @@ class KernelRuntime:
         """matplotlib's font list for every kernel's HOME (see ``fontcache``): copied
         now when the host has one (under a millisecond), else built in the background
         (no run waits for it; kernels started meanwhile do without)."""
-        if not await asyncio.to_thread(seed_font_cache, seed_home, build=False):
-            self._background(_in_thread(seed_font_cache, seed_home))
+        if not await asyncio.to_thread(fontcache.seed_font_cache, seed_home, build=False):
+            self._background(_in_thread(fontcache.seed_font_cache, seed_home))
 
     def _background(self, work: Coroutine[Any, Any, None]) -> None:
         task = asyncio.ensure_future(work)
