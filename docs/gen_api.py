@@ -233,7 +233,7 @@ SUMMARIES: dict[str, str] = {
 
 _ROLE = re.compile(r":(?:class|func|meth|attr|mod|data|exc):`~?(?:[\w.]*\.)?([\w.]+)`")
 _LITERAL = re.compile(r"``([^`]+)``")
-_KNOWN_DEFAULTS = {67108864: "64 * 2**20", 16777216: "16 * 2**20"}
+_KNOWN_DEFAULTS = {67108864: "64 * 2**20", 16777216: "16 * 2**20", 8388608: "8 * 2**20"}
 
 
 def summary(name: str, obj: Any) -> str:
