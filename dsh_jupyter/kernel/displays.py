@@ -20,7 +20,7 @@ also draw on the runtime's :class:`~.logs.OutputBudget`, each at its size plus
 half: a log line is never lost because of displays. The first display over any of
 these is replaced by one *note* (a display whose ``text/plain`` says that later
 displays are not shown and why, marked by :data:`NOTE_METADATA`), and every later
-display is dropped unread and counted in :attr:`DisplayLog.dropped`.
+display is checked, dropped and counted in :attr:`DisplayLog.dropped`.
 """
 
 from __future__ import annotations
@@ -109,12 +109,12 @@ class DisplayLog:
 
     def add(self, content: Mapping[str, Any], after_logs: int) -> None:
         """A ``display_data`` message's content, shown after ``after_logs`` log entries."""
-        if self._over:
-            self.dropped += 1  # not even parsed: nothing of it is held
-            return
         parsed = parse_display(content)
         if parsed is None:
             self.malformed += 1
+            return
+        if self._over:
+            self.dropped += 1
             return
         data, metadata = parsed
         size = json_size(data) + json_size(metadata)

@@ -74,7 +74,8 @@ def _build_host_font_list() -> None:
     if importlib.util.find_spec("matplotlib") is None:
         return
     with contextlib.suppress(OSError, subprocess.TimeoutExpired):
-        subprocess.run([sys.executable, "-c", "import matplotlib.font_manager"],
+        # -P: a matplotlib.py in the host's working directory is not what runs.
+        subprocess.run([sys.executable, "-P", "-c", "import matplotlib.font_manager"],
                        stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                        stderr=subprocess.DEVNULL, timeout=BUILD_SECONDS, check=False)
 

@@ -79,11 +79,7 @@ class Workspace:
         workspace = cls(Path(tempfile.mkdtemp(prefix="dsh-kernel-", dir=parent)))
         for directory in (workspace.home, workspace.ipython_dir, workspace.tmp, workspace.cwd):
             directory.mkdir(mode=0o700)
-        seed = parent / SEED_HOME
-        if seed.is_dir():
-            with contextlib.suppress(OSError):  # a cache: a kernel works without it
-                shutil.copytree(seed, workspace.home, dirs_exist_ok=True,
-                                ignore=shutil.ignore_patterns("*.partial"))
+        _copy_seed(parent / SEED_HOME, workspace.home)
         return workspace
 
     def environment(self, config: KernelRuntimeConfig,
@@ -106,6 +102,18 @@ class Workspace:
 
     def remove(self) -> None:
         remove_tree(self.root)
+
+
+def _copy_seed(seed: Path, home: Path) -> None:
+    """Copy the files under ``seed`` into ``home`` (contents only; a font list adds ~0.6 ms
+    to a workspace's ~0.4 ms). A seed is a cache: a kernel works without it."""
+    for directory, _subdirectories, files in os.walk(seed):
+        target = home / os.path.relpath(directory, seed)
+        with contextlib.suppress(OSError):
+            target.mkdir(mode=0o700, exist_ok=True)
+            for name in files:
+                if not name.endswith(".partial"):  # being written: the next kernel gets it
+                    shutil.copyfile(os.path.join(directory, name), target / name)
 
 
 async def create_workspace(parent: Path) -> Workspace:
