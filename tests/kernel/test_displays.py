@@ -10,7 +10,7 @@ import time
 import pytest
 from kernel_support import RuntimeFactory, run
 
-from dsh_jupyter.abort import AbortSignal
+from dsh_jupyter.abort import AbortController, AbortSignal
 from dsh_jupyter.kernel import KernelRuntime
 from dsh_jupyter.kernel._inkernel import MAX_DISPLAY_BYTES
 from dsh_jupyter.kernel.displays import NOTE_METADATA
@@ -40,6 +40,7 @@ class Observer(FunctionBindings):
         self.fail = fail
         self.seen: list[tuple[str, object, float]] = []
         self.closed_at: float | None = None
+        self.displayed = asyncio.Event()
 
     def on_log(self, line: str) -> None:
         self.seen.append(("log", line, time.monotonic()))
@@ -48,6 +49,7 @@ class Observer(FunctionBindings):
 
     def on_display(self, display: Display) -> None:
         self.seen.append(("display", display, time.monotonic()))
+        self.displayed.set()
         if self.fail:
             raise RuntimeError("observer broke")
 
@@ -288,3 +290,22 @@ return sorted(os.listdir(cache)) if os.path.isdir(cache) else []
     assert result.failure is None, result.failure
     assert isinstance(result.value, list)
     assert any(str(name).startswith("fontlist-v") for name in result.value), result.value
+
+
+async def test_an_aborted_run_keeps_what_it_displayed(make_runtime: RuntimeFactory) -> None:
+    runtime = await make_runtime()
+    controller = AbortController()
+    observer = Observer()
+    program = """\
+import asyncio
+print("working")
+display({"text/plain": "progress"}, raw=True)
+await asyncio.sleep(30)
+"""
+    running = asyncio.ensure_future(runtime.run(program, observer, controller.signal))
+    await asyncio.wait_for(observer.displayed.wait(), 30)
+    controller.abort("stop")
+    result = await running
+    assert result.failure is not None and result.failure.kind == "abort"
+    assert result.logs == ("working",)
+    assert [d.data for d in result.displays] == [{"text/plain": "progress"}]
