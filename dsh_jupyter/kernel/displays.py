@@ -21,6 +21,10 @@ half: a log line is never lost because of displays. The first display over any o
 these is replaced by one *note* (a display whose ``text/plain`` says that later
 displays are not shown and why, marked by :data:`NOTE_METADATA`), and every later
 display is checked, dropped and counted in :attr:`DisplayLog.dropped`.
+
+:class:`SafeObserver` is how both runtimes tell an
+:class:`~dsh_jupyter.runtime.OutputObserver` about log lines and displays without
+letting its failures reach the run.
 """
 
 from __future__ import annotations

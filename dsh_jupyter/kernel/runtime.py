@@ -92,7 +92,7 @@ class KernelRuntime:
         try:
             self._confinement = await _confinement(self.config)
             self._directory = await asyncio.to_thread(create_runtime_directory)
-            if self.config.gateway is None:
+            if self.config.gateway is None:  # a remote kernel's HOME is the gateway's
                 await self._seed_fonts(self._directory / SEED_HOME)
             if self.config.gateway is not None:
                 self._launcher = _gateway_launcher(self.config)
