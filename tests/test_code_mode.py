@@ -463,8 +463,9 @@ async def test_outer_abort_aborts_in_flight_and_abandons_queued_calls(
     assert result.error is not None and result.error.code == "CODE_RUN_FAILED"
     assert result.error.message == "code run failed (abort): user stop\nCaptured output:\nbefore"
     assert len(seen_signals) == 1 and seen_signals[0].aborted
-    # one started sub-call, settled once; the two queued ones left no events
-    assert events == ["tool/call r1", "tool/code-dispatch-start r1:code:1",
+    # the line printed before the calls, then one started sub-call, settled once; the two
+    # queued ones left no events
+    assert events == ["tool/call r1", "tool/code-output r1", "tool/code-dispatch-start r1:code:1",
                       "tool/code-dispatch-running r1:code:1",
                       "tool/code-dispatch r1:code:1", "tool/result r1"]
 
