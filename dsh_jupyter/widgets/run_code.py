@@ -15,6 +15,7 @@ from ..registry.results import content_text
 from ..registry.scope import RESERVED_NAME
 from . import _ipw
 from .cards import _CallCard
+from .displays import display_block
 from .doc import Block, Code, Doc, Field, Section, Status, Text
 from .render import html_blocks, html_header
 from .text import plural, summarize_arguments
@@ -344,10 +345,3 @@ def _success_blocks(durable: DurableResult,
     if not text or text == NO_OUTPUT:
         return shown or (Text(text="(no output)", tone="muted"),)
     return (Code(text=text, label="output"), *shown)
-
-
-def display_block(display: dict[str, Any]) -> Block:
-    """A program's display as a block (its text/plain until rich rendering lands)."""
-    data = display.get("data")
-    text = data.get("text/plain") if isinstance(data, dict) else None
-    return Code(text=text if isinstance(text, str) else "(display)", label="display")
