@@ -32,6 +32,7 @@ from .abort import AbortController
 from .errors import RegistrationError
 from .events import SessionEvent
 from .registry import ToolCall, ToolRegistry
+from .registry.code_mode import CAPTURED_OUTPUT
 from .registry.pipeline import cancelled_call
 from .registry.results import ToolResult
 from .registry.scope import AgentScope
@@ -69,7 +70,12 @@ class RunCodeOutcome:
 
     @property
     def logs(self) -> list[str]:
-        if self.result.is_error or not isinstance(self.result.value, dict):
+        """The lines the program printed (also of a failed or stopped run)."""
+        error = self.result.error
+        if error is not None:
+            _, found, captured = error.message.partition(CAPTURED_OUTPUT)
+            return captured.split("\n") if found and error.code == "CODE_RUN_FAILED" else []
+        if not isinstance(self.result.value, dict):
             return []
         logs = self.result.value.get("logs")
         return [str(line) for line in logs] if isinstance(logs, list) else []

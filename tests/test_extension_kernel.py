@@ -152,9 +152,10 @@ async def test_the_card_is_live_and_stop_leaves_it_with_the_logs(kernel: Kernel)
     assert "Stopped by the user after" in final
     assert "first line" in final and "second line" in final
     # The program kernel is gone and the next cell runs.
-    after = await kernel.run("print(outcome.stopped_by, outcome.result.error.code)")
+    after = await kernel.run("print(outcome.stopped_by, outcome.result.error.code, "
+                             "outcome.logs)")
     assert after.reply["status"] == "ok"
-    assert "the user CODE_RUN_FAILED" in after.text
+    assert "the user CODE_RUN_FAILED ['first line', 'second line']" in after.text
     again = await kernel.run("%%run_code --description again\nreturn await tools.slow({'x': 3})")
     assert again.reply["status"] == "ok" and "[ok] again" in again.text
 

@@ -39,6 +39,8 @@ if TYPE_CHECKING:
 
 NO_OUTPUT = "(run_code completed with no output)"
 CANCELLED_REASON = "the call was cancelled"
+CAPTURED_OUTPUT = "\nCaptured output:\n"
+"""Between a failure's message and the lines the program printed before it."""
 RUN_CODE_MAX_IMAGES = 4
 """The most images a run_code result carries to the model (``run_code_images``)."""
 MODEL_IMAGE_TYPES = ("image/png", "image/jpeg")
@@ -152,7 +154,7 @@ def failure_message(result: CodeRunResult) -> str:
     assert result.failure is not None
     message = f"code run failed ({result.failure.kind}): {result.failure.message}"
     if result.logs:
-        message += "\nCaptured output:\n" + "\n".join(result.logs)
+        message += CAPTURED_OUTPUT + "\n".join(result.logs)
     return message
 
 

@@ -9,7 +9,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ..json_value import JsonValue
-from ..registry.code_mode import NO_OUTPUT
+from ..registry.code_mode import CAPTURED_OUTPUT, NO_OUTPUT
 from ..registry.presentation import DurableResult
 from ..registry.results import content_text
 from ..registry.scope import RESERVED_NAME
@@ -27,7 +27,6 @@ USER_STOP = "stopped by the user"
 """The abort reason of a card's Stop button."""
 # code_mode.failure_message: "code run failed (<kind>): <message>[\nCaptured output:\n<logs>]"
 _FAILURE = re.compile(r"code run failed \(([a-z-]+)\): (.*)", re.S)
-_CAPTURED = "\nCaptured output:\n"
 
 
 class SubCallCard(_CallCard):
@@ -222,7 +221,7 @@ class RunCodeCard(_CallCard):
         if durable is None or durable.error_code != "CODE_RUN_FAILED" or failure is None:
             return None
         kind, rest = failure.groups()
-        message, _, logs = rest.partition(_CAPTURED)
+        message, _, logs = rest.partition(CAPTURED_OUTPUT)
         return kind, message, logs
 
     def _outcome_blocks(self) -> tuple[Block, ...]:

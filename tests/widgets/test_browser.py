@@ -176,9 +176,11 @@ def test_run_code_cells_live_approval_plot_and_stop_in_jupyterlab(lab: LabServer
     sub_calls = card.locator(".dsh-card-widget.dsh-sub-call")
     assert _headers(sub_calls) == ["running slow — seconds=6"] or \
         _headers(sub_calls)[0].startswith("running slow"), _headers(sub_calls)
-    assert "second line" not in card.inner_text()
+    assert "second line" not in card.locator(".dsh-live").inner_text()  # still waiting
     _save(card, "magic-live.png", docs=True)
-    cells.nth(1).locator(".dsh-run-code", has_text="second line").wait_for(timeout=60_000)
+    cells.nth(1).locator(".dsh-run-code .dsh-header", has_text="ok Stream").wait_for(
+        timeout=60_000)
+    assert "second line" in cells.nth(1).locator(".dsh-run-code").inner_text()
 
     # 2. An approval with its arguments unfolded, decided by a click.
     card = cells.nth(2).locator(".dsh-card-widget.dsh-run-code")
