@@ -101,6 +101,7 @@ class CodeDispatchRunningEvent(TypedDict):
     root_call_id: str
     parent_call_id: str
     call_id: str
+    name: str
     time: float
 
 
@@ -112,6 +113,7 @@ class CodeOutputEvent(TypedDict):
     kind: Literal["tool/code-output"]
     root_call_id: str
     call_id: str
+    name: str
     logs: list[str]
     display: NotRequired[dict[str, Any]]
     time: float

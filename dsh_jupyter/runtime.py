@@ -23,7 +23,7 @@ cards); the result still carries every log line the run kept, and its displays.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Collection, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Literal, Protocol, runtime_checkable
 
 from .abort import AbortController, AbortSignal
@@ -72,9 +72,12 @@ class Display:
     program sent it: untrusted. ``after_logs`` is how many log lines the program had
     completed when it displayed this (to show both in order)."""
 
-    data: Mapping[str, JsonValue]
-    metadata: Mapping[str, JsonValue]
+    data: Mapping[str, JsonValue] = field(repr=False)
+    metadata: Mapping[str, JsonValue] = field(repr=False)
     after_logs: int
+
+    def __repr__(self) -> str:  # not the payload: images are base64 kilobytes
+        return f"<Display {', '.join(sorted(self.data))} after_logs={self.after_logs}>"
 
 
 @runtime_checkable

@@ -170,7 +170,8 @@ class DispatchBridge:
             return
         self._last_batch = asyncio.get_running_loop().time()
         event = CodeOutputEvent(kind="tool/code-output", root_call_id=self._root_call_id,
-                                call_id=self._ctx.call_id, logs=self._lines, time=time.time())
+                                call_id=self._ctx.call_id, name=self._ctx.name,
+                                logs=self._lines, time=time.time())
         if display is not None:
             event["display"] = display
         self._lines = []
@@ -277,7 +278,8 @@ class DispatchBridge:
         if self._registry._listening:
             self._registry.emit(CodeDispatchRunningEvent(
                 kind="tool/code-dispatch-running", root_call_id=self._root_call_id,
-                parent_call_id=self._ctx.call_id, call_id=sub.call_id, time=sub.running))
+                parent_call_id=self._ctx.call_id, call_id=sub.call_id, name=sub.name,
+                time=sub.running))
 
     def _emit_settled(self, sub: _SubCall, result: ToolResult | None, started: float,
                       agent: str | None) -> None:

@@ -119,6 +119,9 @@ class RunCodeCard(_CallCard):
         self.stopped_by: str | None = None
         self._stop_button: Any = None
         self._live: Any = None
+        self._chunk: Any = None
+        self._chunk_lines: list[str] = []
+        self._chunk_skipped = 0
         args = arguments if isinstance(arguments, dict) else {}
         description, code = args.get("description"), args.get("code")
         self.description = description if isinstance(description, str) and description.strip() \
@@ -177,7 +180,7 @@ class RunCodeCard(_CallCard):
         if display is not None:
             self.displays.append((self.live_lines, display))
         if self._live is not None:
-            self._live.value = html_blocks(self._live_blocks())
+            self._live_widget_add(lines, display)
 
     def finish(self, durable: DurableResult, *, duration: float | None = None,
                stopped_by: str | None = None) -> None:
@@ -286,12 +289,39 @@ class RunCodeCard(_CallCard):
         program = w.HTML(value=html_blocks((self._program(),)))
         self._calls_box = w.VBox([card.widget for card in self.calls.values()])
         self._calls_box.add_class("dsh-calls")
-        self._live = w.HTML(value=html_blocks(self._live_blocks()))
+        so_far = self._live_blocks()  # output before the widget was built, drawn once
+        self._live = w.VBox([w.HTML(value=html_blocks(so_far))] if so_far else [])
         self._live.add_class("dsh-live")
+        self._chunk, self._chunk_lines, self._chunk_skipped = None, [], 0
         self._outcome = w.HTML(value=html_blocks(self._outcome_blocks()))
         top = w.HBox([self._header, self._stop_button],
                      layout=w.Layout(justify_content="space-between", align_items="center"))
         return [top, program, self._calls_box, self._live, self._outcome]
+
+    def _live_widget_add(self, lines: list[str], display: dict[str, Any] | None) -> None:
+        """The live area grows by widgets: the lines since the last display update one
+        HTML (its last :data:`LIVE_LOG_LINES`), and a display gets an HTML of its own,
+        drawn once (an image is not sent again with every line that follows)."""
+        w = _ipw.ipywidgets()
+        if self._chunk is None:
+            self._chunk, self._chunk_lines, self._chunk_skipped = w.HTML(), [], 0
+            self._live.children = (*self._live.children, self._chunk)
+        if lines:
+            self._chunk_lines.extend(lines)
+            extra = len(self._chunk_lines) - LIVE_LOG_LINES
+            if extra > 0:
+                del self._chunk_lines[:extra]
+                self._chunk_skipped += extra
+            blocks: list[Block] = []
+            if self._chunk_skipped:
+                blocks.append(Text(text=f"… {plural(self._chunk_skipped, 'earlier line')}",
+                                   tone="muted"))
+            blocks.append(Code(text="\n".join(self._chunk_lines), label="logs"))
+            self._chunk.value = html_blocks(blocks)
+        if display is not None:
+            shown = w.HTML(value=html_blocks((display_block(display),)))
+            self._chunk = None
+            self._live.children = (*self._live.children, shown)
 
     def _stoppable(self) -> bool:
         return self.stop is not None and self.durable is None
@@ -305,7 +335,8 @@ class RunCodeCard(_CallCard):
     def _changed(self) -> None:
         if self._header is not None:
             self._header.value = html_header(self._doc(()), timing=True)
-            self._live.value = html_blocks(self._live_blocks())
+            if self.durable is not None and self._live.children:
+                self._live.children = ()  # the outcome shows the logs and displays now
             self._outcome.value = html_blocks(self._outcome_blocks())
             if not self._stoppable():
                 self._stop_button.layout.display = "none"

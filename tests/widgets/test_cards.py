@@ -294,8 +294,15 @@ def test_live_output_streams_logs_and_displays_in_order_then_the_result() -> Non
     text = plain(card)
     assert text.index("one\n    two") < text.index("<Figure 1>") < text.index("three")
     assert "three" in widget_html(widget)  # the widget streams too
+    # One widget per display, drawn once: the lines after it update a widget of their own.
+    logs_before, figure, logs_after = card._live.children
+    drawn = figure.value
+    card.add_output(["four"])
+    assert figure.value == drawn and "four" in logs_after.value and "four" not in drawn
+    assert "&lt;Figure 1&gt;" in drawn and "one" in logs_before.value
     card.add_output([f"line {n}" for n in range(400)])
-    assert "… 203 earlier lines" in plain(card) and "line 399" in plain(card)
+    assert "… 204 earlier lines" in plain(card) and "line 399" in plain(card)
+    assert "… 202 earlier lines" in logs_after.value  # "three", "four" and 200 lines
     button = next(b for b in _buttons(widget) if "dsh-stop" in b._dom_classes)
     assert button.layout.display == "flex"
     button.click()
