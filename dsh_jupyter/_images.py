@@ -135,3 +135,12 @@ def _webp_dimensions(raw: bytes) -> tuple[int, int] | None:
         bits = int.from_bytes(raw[21:25], "little")
         return (bits & 0x3FFF) + 1, ((bits >> 14) & 0x3FFF) + 1
     return None
+
+
+def format_bytes(size: int) -> str:
+    """``512 B``, ``23 KB``, ``8.0 MB`` (binary units, as the budgets are set)."""
+    if size < 1024:
+        return f"{size} B"
+    if size < 1024 * 1024:
+        return f"{size / 1024:.0f} KB"
+    return f"{size / (1024 * 1024):.1f} MB"

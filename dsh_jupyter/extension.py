@@ -166,7 +166,7 @@ async def run_cell(namespace: dict[str, Any], line: str, cell: str) -> RunCodeOu
     finally:
         undo()
         if live is not None:
-            live.close()
+            live.dispose()
     if stop.signal.aborted:
         stopped_by = "the user"
     mine = tuple(e for e in events if e.get("call_id") == call.call_id

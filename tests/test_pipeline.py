@@ -224,14 +224,19 @@ async def test_ask_without_approval_service_degrades_to_deny() -> None:
     assert "writes files" in result.error.message and "no approval service" in result.error.message
 
 
+class ScriptedApprovals:
+    """Answers each approval request with the next of ``answers``."""
+
+    def __init__(self, *answers: Approval) -> None:
+        self.answers = list(answers)
+
+    async def request(self, execution: ToolExecution, reason: str | None) -> Approval:
+        return self.answers.pop(0)
+
+
 async def test_ask_goes_to_the_approval_service() -> None:
-    answers = [Approval(approved=True), Approval(approved=False, answered_by="ci-policy")]
-
-    class Service:
-        async def request(self, execution: ToolExecution, reason: str | None) -> Approval:
-            return answers.pop(0)
-
-    registry = ToolRegistry(approval=Service())
+    registry = ToolRegistry(approval=ScriptedApprovals(
+        Approval(approved=True), Approval(approved=False, answered_by="ci-policy")))
     registry.register(echo_tool())
     registry.on_pre_execute(lambda e, d: Ask("writes files"))
     assert not (await registry.execute(call())).is_error
@@ -240,14 +245,9 @@ async def test_ask_goes_to_the_approval_service() -> None:
 
 
 async def test_approvals_are_events_and_an_unanswered_one_says_the_call_was_stopped() -> None:
-    answers = [Approval(approved=True, answered_by="user"),
-               Approval(approved=False, answered_by=ANSWERED_BY_ABORT, note="run_code settled")]
-
-    class Service:
-        async def request(self, execution: ToolExecution, reason: str | None) -> Approval:
-            return answers.pop(0)
-
-    registry = ToolRegistry(approval=Service())
+    registry = ToolRegistry(approval=ScriptedApprovals(
+        Approval(approved=True, answered_by="user"),
+        Approval(approved=False, answered_by=ANSWERED_BY_ABORT, note="run_code settled")))
     registry.register(echo_tool())
     registry.on_pre_execute(lambda e, d: Ask("writes files"))
     events: list[Any] = []

@@ -34,6 +34,7 @@ import re
 from collections.abc import Callable, Mapping
 from typing import Any, Final, cast
 
+from .._images import format_bytes
 from ..json_value import JsonObject, NotJsonError, snapshot_json
 from ..runtime import Display, OutputObserver
 from .frames import MAX_DEPTH
@@ -78,15 +79,6 @@ def parse_display(content: Mapping[str, Any]) -> tuple[JsonObject, JsonObject] |
     except (NotJsonError, RecursionError):
         return None
     return cast(JsonObject, frozen_data), cast(JsonObject, frozen_metadata)
-
-
-def format_bytes(size: int) -> str:
-    """``512 B``, ``23 KB``, ``8.0 MB`` (binary units, as the budgets are set)."""
-    if size < 1024:
-        return f"{size} B"
-    if size < 1024 * 1024:
-        return f"{size / 1024:.0f} KB"
-    return f"{size / (1024 * 1024):.1f} MB"
 
 
 class DisplayLog:

@@ -29,7 +29,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Final
 
-from .._images import IMAGE_TYPES, RASTER_TYPES, CheckedImage, check_image
+from .._images import IMAGE_TYPES, RASTER_TYPES, CheckedImage, check_image, format_bytes
 from ..runtime import Display
 from .doc import Block, Code, Image, SandboxedHtml, Text
 
@@ -77,7 +77,7 @@ def image_label(image: CheckedImage) -> str:
     """``[image/png 640x480, 23 KB]`` (pixels from the image's own header)."""
     dimensions = (f" {image.width}x{image.height}"
                   if image.width is not None and image.height is not None else "")
-    return f"[{image.mime}{dimensions}, {_size(image.size)}]"
+    return f"[{image.mime}{dimensions}, {format_bytes(image.size)}]"
 
 
 def frame_height(html: str) -> int:
@@ -105,11 +105,3 @@ def _display_size(metadata: object) -> tuple[int | None, int | None]:
     if all(type(value) is int and 0 < value <= MAX_SIZE_PIXELS for value in (width, height)):
         return width, height
     return None, None
-
-
-def _size(size: int) -> str:
-    if size < 1024:
-        return f"{size} B"
-    if size < 1024 * 1024:
-        return f"{size / 1024:.0f} KB"
-    return f"{size / (1024 * 1024):.1f} MB"

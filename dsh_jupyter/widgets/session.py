@@ -15,7 +15,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Collection, Iterable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Self
 
 from ..events import SessionEvent, read_session
 from ..json_value import JsonValue
@@ -224,11 +224,35 @@ class SessionView:
                 handle.update(bundle, raw=True)
 
 
-class CallView(SessionView):
+class _FollowingView(SessionView):
+    """A view that follows a registry until :meth:`dispose` (or the end of a ``with``)."""
+
+    def __init__(self, *, definitions: DefinitionLookup | None = None) -> None:
+        super().__init__(definitions=definitions)
+        self._undo: list[Callable[[], None]] = []
+
+    @property
+    def following(self) -> bool:
+        return bool(self._undo)
+
+    def dispose(self) -> None:
+        """Stop following (idempotent); the cards stay as they are."""
+        while self._undo:
+            self._undo.pop()()
+        self.refresh()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.dispose()
+
+
+class CallView(_FollowingView):
     """The live card of one call, as the output of the cell that runs it (what
-    ``%%run_code`` shows). While it is open the call is *claimed*: a :class:`LiveView`
+    ``%%run_code`` shows). While it follows, the call is *claimed*: a :class:`LiveView`
     leaves it out, so the card is not shown twice. ``stop`` puts a Stop button on a
-    run_code card. Close it (or use it as a context manager) when the call is over."""
+    run_code card. Dispose of it (or use it as a context manager) when the call is over."""
 
     def __init__(self, registry: ToolRegistry, call_id: str, name: str, arguments: JsonValue,
                  *, agent: AgentScope | None = None,
@@ -244,7 +268,7 @@ class CallView(SessionView):
         self._cards[call_id] = card
         self._order.append(card)
         _CLAIMED.add(call_id)
-        self._undo: list[Callable[[], None]] = [lambda: _CLAIMED.discard(call_id)]
+        self._undo.append(lambda: _CLAIMED.discard(call_id))
         self._undo.append(registry.on_event(self._mine))
         if isinstance(registry.approval, NotebookApprovals):
             self._undo.append(registry.approval.add_host(self))
@@ -260,20 +284,8 @@ class CallView(SessionView):
                 isinstance(call_id, str) and call_id.startswith(f"{self.call_id}:code:")):
             self.apply(event)
 
-    def close(self) -> None:
-        """Stop following the registry (idempotent); the card stays as it is."""
-        while self._undo:
-            self._undo.pop()()
-        self.refresh()
 
-    def __enter__(self) -> CallView:
-        return self
-
-    def __exit__(self, *_: object) -> None:
-        self.close()
-
-
-class LiveView(SessionView):
+class LiveView(_FollowingView):
     """Follows ``registry``: a card appears when a call starts and updates as it runs.
 
     ``scopes`` lets calls made in those agent scopes use the scope's definitions.
@@ -283,7 +295,7 @@ class LiveView(SessionView):
     def __init__(self, registry: ToolRegistry, *, scopes: Iterable[AgentScope] = (),
                  approvals: NotebookApprovals | None = None) -> None:
         super().__init__(definitions=registry_lookup(registry, scopes))
-        self._undo = [registry.on_event(self._follow)]
+        self._undo.append(registry.on_event(self._follow))
         service = approvals if approvals is not None else registry.approval
         if isinstance(service, NotebookApprovals):
             self._undo.append(service.add_host(self))
@@ -291,22 +303,6 @@ class LiveView(SessionView):
     def _follow(self, event: SessionEvent) -> None:
         if not _claimed(event):
             self.apply(event)
-
-    @property
-    def following(self) -> bool:
-        return bool(self._undo)
-
-    def dispose(self) -> None:
-        """Stop following (idempotent); the cards stay as they are."""
-        while self._undo:
-            self._undo.pop()()
-        self.refresh()
-
-    def __enter__(self) -> LiveView:
-        return self
-
-    def __exit__(self, *_: object) -> None:
-        self.dispose()
 
 
 def replay(source: str | os.PathLike[str] | Iterable[SessionEvent], *,
