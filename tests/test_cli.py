@@ -35,9 +35,12 @@ def test_run_json(tmp_path: Path) -> None:
     body = json.loads(done.stdout)
     assert body["is_error"] is False
     assert body["value"] == {"logs": ["hello, cli"], "result": 42}
-    kinds = [event["kind"] for event in body["events"]]
-    assert kinds == ["tool/call", "tool/code-dispatch-start", "tool/code-dispatch",
-                     "tool/result"]
+    kinds = [event["kind"] for event in body["events"] if event["kind"] != "tool/code-output"]
+    assert kinds == ["tool/call", "tool/code-dispatch-start", "tool/code-dispatch-running",
+                     "tool/code-dispatch", "tool/result"]
+    output = [line for event in body["events"] if event["kind"] == "tool/code-output"
+              for line in event["logs"]]
+    assert output == ["hello, cli"]
 
 
 def test_run_failure_exit_code(tmp_path: Path) -> None:
