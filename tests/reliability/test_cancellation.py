@@ -23,6 +23,7 @@ from reliability_support import (
 )
 
 from dsh_jupyter import AbortController, ToolExecution, ToolRunContext
+from dsh_jupyter.registry.pipeline import cancelled_call
 
 pytestmark = [pytest.mark.kernel, pytest.mark.timeout(60)]
 
@@ -154,13 +155,22 @@ async def test_task_cancel(harness: Harness, point: str, tmp_path: Path,
     task = asyncio.create_task(run_code(registry, POINTS[point].program))
     await point_reached(harness, point, stops)
     task.cancel()
-    with pytest.raises(asyncio.CancelledError):
+    with pytest.raises(asyncio.CancelledError) as raised:
         await task
+    # The cancellation stops the program like an abort (its result keeps what it printed)
+    # and is published before it propagates; a program that had returned (stopped while
+    # settling) had succeeded, which a cancellation turns into ABORTED.
+    code = "ABORTED" if point == "settlement" else "CODE_RUN_FAILED"
     settlement = log.settlement()
     assert settlement.codes == POINTS[point].codes
-    assert settlement.results == {"run": "ABORTED"}  # published before the cancellation
+    assert settlement.results == {"run": code}
+    stopped = cancelled_call(raised.value)
+    assert stopped is not None and stopped.result.error is not None
+    assert stopped.result.error.code == code
     if point != "settlement":
-        assert stops.stopped == (["run_code settled"] if settlement.started else [])
+        assert stopped.result.error.message.startswith(
+            "code run failed (abort): the call was cancelled")
+        assert stops.stopped == (["the call was cancelled"] if settlement.started else [])
     assert not await harness.finish()
     harness.figures.add("faults survived")
 
