@@ -32,7 +32,7 @@ RETURNED_TYPES = {"AbortSignal", "AgentScope", "DshError", "ToolExecution", "Too
 
 # Importing these (or anything they import) at `import dsh_jupyter` time is the bug.
 HEAVY = ("jupyter_client", "zmq", "ipykernel", "ipywidgets", "jsonschema", "httpx",
-         "nbformat", "IPython", "comm", "traitlets", "mcp")
+         "nbformat", "IPython", "comm", "traitlets", "mcp", "opentelemetry")
 # pydantic and what it imports itself.
 ALLOWED_THIRD_PARTY = {"pydantic", "pydantic_core", "typing_extensions",
                        "typing_inspection", "annotated_types"}

@@ -23,6 +23,8 @@ Which members are public API, and why:
   live scope of the registry, the check every call starts with.
 - ``_listening``: private; whether any event sink is attached, so the pipeline
   builds an event only when someone will read it.
+- ``_tracer``: private; what ``instrument()`` switched on (``None``: tracing off), so
+  the pipeline starts a span only then (``tracing.py``).
 - ``_changed`` and ``_dispose_scope`` (:class:`LayerOwner`): private; a layer reports
   its registrations, masks and disposal through them, users go through the layer's
   own methods (``register``, ``restrict``, ``dispose`` ...).
@@ -44,6 +46,7 @@ if TYPE_CHECKING:
     from .execution import ExecutionMode, ToolCall
     from .policy import ApprovalService, HookChain
     from .scope import AgentScope, PresentationMode
+    from .tracing import CallTracer
 
 
 class RegistryView(Protocol):
@@ -84,6 +87,10 @@ class RegistryView(Protocol):
     @property
     def _listening(self) -> bool:
         """True when at least one event sink is attached."""
+
+    @property
+    def _tracer(self) -> CallTracer | None:
+        """Starts a span per call when tracing is on (``instrument()``), else ``None``."""
 
     def _resolve(self, call: ToolCall) -> ToolDefinition | str:
         """The definition ``call`` runs, or the ``UNKNOWN_TOOL`` message saying why

@@ -67,6 +67,7 @@ from .results import (
 
 if TYPE_CHECKING:
     from ._view import RegistryView
+    from .tracing import CallSpan
 
 _log = logging.getLogger(__name__)
 _NEVER = AbortSignal()  # shared: nobody holds its controller, so it never aborts
@@ -106,13 +107,14 @@ class Resolver(Protocol):
 class _Call:
     """Mutable bookkeeping for one execution (kept off the frozen view)."""
 
-    __slots__ = ("body_done", "body_started", "deferred", "parsed")
+    __slots__ = ("body_done", "body_started", "deferred", "parsed", "span")
 
     def __init__(self) -> None:
         self.body_started = False
         self.body_done: asyncio.Event | None = None
         self.deferred: list[AdditionalContext] = []
         self.parsed: Any = None
+        self.span: CallSpan | None = None  # tracing on (``registry._tracer``)
 
 
 async def execute(registry: RegistryView, call: ToolCall, *,
@@ -137,26 +139,38 @@ async def execute(registry: RegistryView, call: ToolCall, *,
         registry.emit(ToolCallEvent(kind="tool/call", call_id=call.call_id, name=call.name,
                                     arguments=args, agent=_agent_name(execution),
                                     time=started))
+    span = None
+    tracer = registry._tracer
+    if tracer is not None:
+        span = state.span = tracer.start(execution)
+        span.activate()
     task = asyncio.current_task()
     requests = task.cancelling() if task is not None else 0
     try:
-        result = await _run(registry, execution, definition, resolved, args_error, state, gate)
-        if definition is not None and definition.output.presentation_meta is not None:
-            result = await _with_meta(execution, definition, result)
-    except asyncio.CancelledError as error:
-        if state.body_done is not None:
-            await wait_uncancelled((state.body_done,))  # cancelled already: re-raised below
-        result = failure("tool call cancelled", "ABORTED" if state.body_started
-                         else "ABORTED_BEFORE_DISPATCH")
-        raise _cancelled(error, execution, _publish(registry, execution, definition, result,
-                                                    started), started) from None
-    if task is not None and task.cancelling() > requests:
-        # The body turned our cancellation into an orderly stop: publish, then re-raise.
-        if not result.is_error:
-            result = failure("tool call cancelled", "ABORTED", contexts=result.additional_contexts)
-        raise _cancelled(asyncio.CancelledError(), execution,
-                         _publish(registry, execution, definition, result, started), started)
-    return _publish(registry, execution, definition, result, started)
+        try:
+            result = await _run(registry, execution, definition, resolved, args_error, state,
+                                gate)
+            if definition is not None and definition.output.presentation_meta is not None:
+                result = await _with_meta(execution, definition, result)
+        except asyncio.CancelledError as error:
+            if state.body_done is not None:
+                await wait_uncancelled((state.body_done,))  # cancelled already: re-raised below
+            result = failure("tool call cancelled", "ABORTED" if state.body_started
+                             else "ABORTED_BEFORE_DISPATCH")
+            raise _cancelled(error, execution, _publish(registry, execution, definition, result,
+                                                        started, state), started) from None
+        if task is not None and task.cancelling() > requests:
+            # The body turned our cancellation into an orderly stop: publish, then re-raise.
+            if not result.is_error:
+                result = failure("tool call cancelled", "ABORTED",
+                                 contexts=result.additional_contexts)
+            raise _cancelled(asyncio.CancelledError(), execution,
+                             _publish(registry, execution, definition, result, started, state),
+                             started)
+        return _publish(registry, execution, definition, result, started, state)
+    finally:
+        if span is not None:
+            span.end(None)  # ended already unless the pipeline itself raised
 
 
 def _cancelled(error: asyncio.CancelledError, execution: ToolExecution, result: ToolResult,
@@ -182,10 +196,10 @@ async def _run(registry: RegistryView, execution: ToolExecution,
         return invalid
     hooks = registry._hooks(execution.agent)
     if gate is None:
-        denied = await _policy(registry, execution, hooks.pre, hooks.guards)
+        denied = await _policy(registry, execution, hooks.pre, hooks.guards, state.span)
     else:
         async with gate.pre():
-            denied = await _policy(registry, execution, hooks.pre, hooks.guards)
+            denied = await _policy(registry, execution, hooks.pre, hooks.guards, state.span)
     if denied is not None:
         return denied
     if _aborted(signal):
@@ -237,7 +251,8 @@ async def _maybe_await(value: Any) -> Any:
 
 
 async def _policy(registry: RegistryView, execution: ToolExecution,
-                  pre_hooks: tuple[Any, ...], guards: tuple[Any, ...]) -> ToolFailure | None:
+                  pre_hooks: tuple[Any, ...], guards: tuple[Any, ...],
+                  span: CallSpan | None) -> ToolFailure | None:
     decision: PreDecision = Allow()
     for hook in pre_hooks:
         try:
@@ -251,8 +266,10 @@ async def _policy(registry: RegistryView, execution: ToolExecution,
             return failure(f"pre-execute hook {_name(hook)} returned {nxt!r}; expected "
                            "Allow(), Deny(reason), Ask(reason) or None", "HOOK_FAILED")
         decision = nxt
+    if span is not None:
+        span.decision(_DECISIONS[type(decision)])
     if isinstance(decision, Ask):
-        answered = await _ask(registry, execution, decision)
+        answered = await _ask(registry, execution, decision, span)
         if isinstance(answered, ToolFailure):
             return answered
         decision = answered
@@ -272,8 +289,11 @@ async def _policy(registry: RegistryView, execution: ToolExecution,
     return None
 
 
+_DECISIONS: dict[type, str] = {Allow: "allow", Deny: "deny", Ask: "ask"}
+
+
 async def _ask(registry: RegistryView, execution: ToolExecution,
-               ask: Ask) -> PreDecision | ToolFailure:
+               ask: Ask, span: CallSpan | None) -> PreDecision | ToolFailure:
     why = ask.reason or f"{execution.name} needs approval"
     service = registry.approval
     if service is None:
@@ -287,14 +307,14 @@ async def _ask(registry: RegistryView, execution: ToolExecution,
         answer = await service.request(execution, ask.reason)
     except Exception as exc:
         _answered(registry, execution, Approval(approved=False, answered_by="error",
-                                                note=_describe(exc)), listening)
+                                                note=_describe(exc)), listening, span)
         return failure(f"approval failed: {_describe(exc)}", "HOOK_FAILED")
     except asyncio.CancelledError:
         _answered(registry, execution, Approval(approved=False, answered_by=ANSWERED_BY_ABORT,
-                                                note="the call was cancelled"), listening)
+                                                note="the call was cancelled"), listening, span)
         raise
     approval = answer if isinstance(answer, Approval) else Approval(approved=bool(answer))
-    _answered(registry, execution, approval, listening)
+    _answered(registry, execution, approval, listening, span)
     if approval.approved:
         return Allow()
     if approval.answered_by == ANSWERED_BY_ABORT:
@@ -304,7 +324,9 @@ async def _ask(registry: RegistryView, execution: ToolExecution,
 
 
 def _answered(registry: RegistryView, execution: ToolExecution, approval: Approval,
-              listening: bool) -> None:
+              listening: bool, span: CallSpan | None) -> None:
+    if span is not None:
+        span.approval(approval)
     if listening:
         registry.emit(ApprovalEvent(
             kind="tool/approval", call_id=execution.call_id, name=execution.name,
@@ -424,6 +446,8 @@ async def _post(execution: ToolExecution, definition: ToolDefinition, hooks: tup
             break
         if decision is None:
             continue
+        if state.span is not None:
+            state.span.post(_post_kind(decision))
         if isinstance(decision, Block):
             result = failure(decision.feedback, "BLOCKED")
             contexts = list(decision.contexts)
@@ -444,6 +468,15 @@ async def _post(execution: ToolExecution, definition: ToolDefinition, hooks: tup
     return replace(result, additional_contexts=tuple(contexts))
 
 
+def _post_kind(decision: object) -> str:
+    if isinstance(decision, Block):
+        return "block"
+    if isinstance(decision, Accept) and (decision.content is not None
+                                         or decision.value is not NO_VALUE):
+        return "replace"
+    return "accept" if isinstance(decision, Accept) else "invalid"
+
+
 def _as_content(content: Content | str | list[Any]) -> Content:
     if isinstance(content, str):
         return text_content(content)
@@ -451,7 +484,7 @@ def _as_content(content: Content | str | list[Any]) -> Content:
 
 
 def _publish(registry: RegistryView, execution: ToolExecution, definition: ToolDefinition | None,
-             result: ToolResult, started: float) -> ToolResult:
+             result: ToolResult, started: float, state: _Call) -> ToolResult:
     if definition is not None and definition.finalize_content is not None:
         result = _finalize(execution, definition, result)
     hooks = registry._hooks(execution.agent)
@@ -463,6 +496,8 @@ def _publish(registry: RegistryView, execution: ToolExecution, definition: ToolD
                            execution.call_id)
     if execution.parent is None and registry._listening:
         registry.emit(_result_event(execution, result, started))
+    if state.span is not None:
+        state.span.end(result)
     return result
 
 

@@ -26,7 +26,10 @@ from .results import ToolResult
 from .scope import MODES, RESERVED_NAME, AgentScope, Disposer, Layer, PresentationMode, Undo
 
 if TYPE_CHECKING:
+    from opentelemetry.trace import TracerProvider
+
     from ..runtime import CodeRuntime
+    from .tracing import CallTracer
 
 _log = logging.getLogger(__name__)
 
@@ -92,6 +95,7 @@ class ToolRegistry(Layer):
         self._hook_cache: dict[AgentScope | None, tuple[int, HookChain]] = {}
         self._change_listeners: list[Callable[[RegistryChange], None]] = []
         self._event_sinks: list[EventSink] = []
+        self._tracer: CallTracer | None = None
         self._run_code = run_code_definition(self)
 
     def __repr__(self) -> str:
@@ -263,6 +267,43 @@ class ToolRegistry(Layer):
         shown = ", ".join(known[:30]) + (f", ... ({len(known)} in all)" if len(known) > 30 else "")
         where = f" in scope {call.agent.name!r}" if call.agent is not None else ""
         return f"unknown tool {call.name!r}{where}; available tools: {shown or '(none)'}"
+
+    # Tracing ------------------------------------------------------------------------------
+    def instrument(self, tracer_provider: TracerProvider | None = None, *,
+                   record_values: bool = False, max_value_bytes: int = 4096) -> Disposer:
+        """Emit an OpenTelemetry span for every call through the pipeline (sub-calls of a
+        ``run_code`` program are children of its span); returns the undo.
+
+        Needs the ``otel`` extra (``opentelemetry-api``); ``tracer_provider=None`` uses the
+        global provider. Argument and result values are recorded only with
+        ``record_values=True``, as JSON clipped to ``max_value_bytes``. See
+        ``docs/tracing.md``. ::
+
+            undo = registry.instrument(provider)
+            ...
+            undo()  # calls that start from now on emit no span
+        """
+        if self._tracer is not None:
+            raise RegistrationError("this registry is instrumented already; call the undo "
+                                    "that instrument() returned first")
+        if (isinstance(max_value_bytes, bool) or not isinstance(max_value_bytes, int)
+                or max_value_bytes < 1):
+            raise RegistrationError(f"max_value_bytes must be a positive integer, got "
+                                    f"{max_value_bytes!r}")
+        try:
+            from .tracing import CallTracer
+        except ImportError as exc:
+            raise RegistrationError("tracing needs OpenTelemetry: pip install "
+                                    "'dsh-jupyter[otel]'") from exc
+        tracer = CallTracer(tracer_provider, record_values=bool(record_values),
+                            max_value_bytes=max_value_bytes)
+        self._tracer = tracer
+
+        def undo() -> None:
+            if self._tracer is tracer:
+                self._tracer = None
+
+        return Disposer(undo, "instrument (OpenTelemetry spans)")
 
     # Notifications -----------------------------------------------------------------------
     def on_change(self, listener: Callable[[RegistryChange], None]) -> Undo:

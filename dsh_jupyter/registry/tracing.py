@@ -1,0 +1,149 @@
+"""OpenTelemetry spans for tool calls, on when ``registry.instrument()`` switched them on.
+
+The only module that imports ``opentelemetry``; :meth:`ToolRegistry.instrument
+<dsh_jupyter.registry.registry.ToolRegistry.instrument>` imports it when called, so
+nothing is imported or emitted otherwise. The pipeline sees a :class:`CallTracer` as
+``registry._tracer`` (``None``: tracing off, one check per call) and records into the
+:class:`CallSpan` it starts for each call.
+
+One span per call through the pipeline, following the OpenTelemetry GenAI semantic
+conventions: ``execute_tool {tool}`` with ``gen_ai.operation.name``, ``gen_ai.tool.name``
+and ``gen_ai.tool.call.id``; what the pipeline decided is under ``dsh.``. A sub-call of
+a ``run_code`` program is a child of the run's span, parented explicitly through its
+``ExecutionToken`` (sub-calls run in tasks the bridge starts, possibly in parallel, so
+the ambient context is not relied on). While a call runs its span is the current one,
+so spans the tool's body starts are its children.
+
+No argument or result value is recorded unless ``record_values=True``: then
+``gen_ai.tool.call.arguments`` and ``gen_ai.tool.call.result`` carry them as JSON,
+clipped to ``max_value_bytes``. An error's message is never recorded (it may quote
+values); its ``code`` is.
+"""
+
+from __future__ import annotations
+
+from contextvars import Token
+
+from opentelemetry import context as otel_context
+from opentelemetry import trace
+from opentelemetry.trace import Span, SpanKind, Status, StatusCode, Tracer, TracerProvider
+
+from ..json_dump import dump_json
+from ..json_value import JsonValue
+from .execution import ExecutionToken, ToolExecution
+from .policy import Approval
+from .results import ToolResult
+from .scope import RESERVED_NAME
+
+TRACER_NAME = "dsh_jupyter"
+CLIPPED = "…[clipped]"
+"""Ends a recorded value cut to ``max_value_bytes``."""
+
+
+class CallTracer:
+    """Starts one :class:`CallSpan` per call; knows the spans still open, by token, so a
+    sub-call finds its run's span."""
+
+    __slots__ = ("_open", "_tracer", "max_value_bytes", "record_values")
+
+    def __init__(self, provider: TracerProvider | None, *, record_values: bool,
+                 max_value_bytes: int) -> None:
+        self._tracer: Tracer = trace.get_tracer(TRACER_NAME, tracer_provider=provider)
+        self.record_values = record_values
+        self.max_value_bytes = max_value_bytes
+        self._open: dict[ExecutionToken, Span] = {}
+
+    def start(self, execution: ToolExecution) -> CallSpan:
+        parent = self._open.get(execution.parent) if execution.parent is not None else None
+        ctx = trace.set_span_in_context(parent) if parent is not None else None
+        span = self._tracer.start_span(f"execute_tool {execution.name}", context=ctx,
+                                       kind=SpanKind.INTERNAL)
+        span.set_attribute("gen_ai.operation.name", "execute_tool")
+        span.set_attribute("gen_ai.tool.name", execution.name)
+        span.set_attribute("gen_ai.tool.call.id", execution.call_id)
+        if execution.agent is not None:
+            span.set_attribute("dsh.agent", execution.agent.name)
+        if execution.name == RESERVED_NAME:
+            description = execution.arguments.get("description")
+            if isinstance(description, str):
+                span.set_attribute("dsh.run_code.description",
+                                   _clip(description, self.max_value_bytes))
+        if self.record_values:
+            span.set_attribute("gen_ai.tool.call.arguments",
+                               self._value(execution.arguments))
+        self._open[execution.token] = span
+        return CallSpan(self, execution.token, span)
+
+    def _value(self, value: JsonValue) -> str:
+        return _clip(dump_json(value), self.max_value_bytes)
+
+
+class CallSpan:
+    """The span of one call, as the pipeline records into it. Every method is cheap and
+    runs on the event loop; :meth:`end` ends the span once, later calls do nothing."""
+
+    __slots__ = ("_activation", "_span", "_token", "_tracer")
+
+    def __init__(self, tracer: CallTracer, token: ExecutionToken, span: Span) -> None:
+        self._tracer = tracer
+        self._token: ExecutionToken | None = token  # None once ended
+        self._span = span
+        self._activation: Token[otel_context.Context] | None = None
+
+    def activate(self) -> None:
+        """Make this span the current one (for spans the body starts) until :meth:`end`."""
+        self._activation = otel_context.attach(trace.set_span_in_context(self._span))
+
+    def decision(self, kind: str) -> None:
+        """What the pre-execute waterfall decided: ``allow``, ``deny`` or ``ask``."""
+        self._span.set_attribute("dsh.pre_execute.decision", kind)
+
+    def approval(self, approval: Approval) -> None:
+        self._span.set_attribute("dsh.approval.approved", approval.approved)
+        self._span.set_attribute("dsh.approval.answered_by", approval.answered_by)
+
+    def post(self, kind: str) -> None:
+        """The last decision a post-execute hook returned: accept, block or replace."""
+        self._span.set_attribute("dsh.post_execute", kind)
+
+    def end(self, result: ToolResult | None) -> None:
+        """End the span with ``result`` (``None``: the pipeline failed unexpectedly)."""
+        if self._token is None:
+            return
+        self._tracer._open.pop(self._token, None)
+        self._token = None
+        span = self._span
+        if result is None:
+            span.set_status(Status(StatusCode.ERROR, "INTERNAL"))
+        elif result.error is not None:
+            span.set_attribute("dsh.error.code", result.error.code)
+            span.set_status(Status(StatusCode.ERROR, result.error.code))
+        span.set_attribute("dsh.result.bytes", content_bytes(result) if result else 0)
+        if self._tracer.record_values and result is not None:
+            recorded = (result.error.message if result.error is not None
+                        else self._tracer._value(result.value))
+            span.set_attribute("gen_ai.tool.call.result",
+                               _clip(recorded, self._tracer.max_value_bytes))
+        span.end()
+        if self._activation is not None:
+            otel_context.detach(self._activation)
+            self._activation = None
+
+
+def content_bytes(result: ToolResult) -> int:
+    """The size of a result's content: UTF-8 bytes of its text, characters of its
+    base64 image data."""
+    size = 0
+    for block in result.content:
+        if block["type"] == "text":
+            size += len(block["text"].encode())
+        else:
+            size += len(block["data"])
+    return size
+
+
+def _clip(text: str, limit: int) -> str:
+    encoded = text.encode()
+    if len(encoded) <= limit:
+        return text
+    return encoded[:limit].decode(errors="ignore") + CLIPPED
