@@ -1,8 +1,11 @@
 """Per-call overhead of ``registry.execute`` for a no-op tool, and large values.
 
 Prints the median µs per call over several rounds, for: no hooks; one hook per
-stage (pre-execute, guard, execute wrapper, post-execute, observer); and a
-plain ``await`` of the body as the floor, measured side by side in one run.
+stage (pre-execute, guard, execute wrapper, post-execute, observer); tracing on
+(``registry.instrument``) with the API's no-op provider (the cost of our own seam), the
+SDK's provider with no span processor, and with an in-memory exporter; and a plain
+``await`` of the body as the floor, measured side by side in one run (the tracing lines
+need ``opentelemetry-sdk``).
 
 Then large values: a native tool with ``run_code``'s output declaration (its
 schema, content renderer and presentation meta), or a typed tool (pydantic's dump,
@@ -92,7 +95,7 @@ async def main(calls: int, rounds: int) -> None:
     result = await bare(0)
     assert not result.is_error, result
     cases = {"await body (floor)": floor, "execute, no hooks": bare,
-             "execute, one hook per stage": with_hooks}
+             "execute, one hook per stage": with_hooks, **traced_cases(args)}
     samples: dict[str, list[float]] = {name: [] for name in cases}
     for _ in range(rounds):
         for name, fn in cases.items():  # interleaved, so drift hits every case alike
@@ -101,8 +104,49 @@ async def main(calls: int, rounds: int) -> None:
     base = statistics.median(samples["execute, no hooks"])
     for name, values in samples.items():
         median = statistics.median(values)
-        print(f"  {name:30s} {median:8.2f} µs   ({median / base:4.2f}x no-hooks)")
+        print(f"  {name:34s} {median:8.2f} µs   ({median / base:4.2f}x no-hooks)")
     print("goal: execute with no hooks <= 30 µs per call")
+
+
+def traced_cases(args: dict[str, Any]) -> dict[str, Callable[[int], Awaitable[Any]]]:
+    """``execute, no hooks`` with tracing on: the API's no-op provider (our seam alone), an
+    SDK provider with no span processor (the spans are built and dropped) and one
+    exporting to memory (cleared every call)."""
+    try:
+        from opentelemetry.sdk.trace import TracerProvider
+        from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+        from opentelemetry.sdk.trace.export.in_memory_span_exporter import (
+            InMemorySpanExporter,
+        )
+        from opentelemetry.trace import NoOpTracerProvider
+    except ImportError:
+        print("(no opentelemetry-sdk: the tracing lines are skipped)")
+        return {}
+    bare_provider = TracerProvider()
+    exporter = InMemorySpanExporter()
+    exporting = TracerProvider()
+    exporting.add_span_processor(SimpleSpanProcessor(exporter))
+    noop = make_registry(hooks=False)
+    noop.instrument(NoOpTracerProvider())
+    unprocessed = make_registry(hooks=False)
+    unprocessed.instrument(bare_provider)
+    exported = make_registry(hooks=False)
+    exported.instrument(exporting)
+
+    async def traced_noop(i: int) -> Any:
+        return await noop.execute(ToolCall(call_id="c", name="noop", arguments=args))
+
+    async def traced(i: int) -> Any:
+        return await unprocessed.execute(ToolCall(call_id="c", name="noop", arguments=args))
+
+    async def traced_exported(i: int) -> Any:
+        result = await exported.execute(ToolCall(call_id="c", name="noop", arguments=args))
+        exporter.clear()
+        return result
+
+    return {"execute, tracing, API no-op": traced_noop,
+            "execute, tracing, no processor": traced,
+            "execute, tracing, in-memory export": traced_exported}
 
 
 SUB_CALL_ARGS = {"path": "notes/today.txt", "offset": 3, "limit": 40, "tags": ["a", "b"]}

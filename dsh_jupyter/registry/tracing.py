@@ -27,6 +27,7 @@ from contextvars import Token
 from opentelemetry import context as otel_context
 from opentelemetry import trace
 from opentelemetry.trace import Span, SpanKind, Status, StatusCode, Tracer, TracerProvider
+from opentelemetry.util.types import AttributeValue
 
 from ..json_dump import dump_json
 from ..json_value import JsonValue
@@ -56,21 +57,20 @@ class CallTracer:
     def start(self, execution: ToolExecution) -> CallSpan:
         parent = self._open.get(execution.parent) if execution.parent is not None else None
         ctx = trace.set_span_in_context(parent) if parent is not None else None
-        span = self._tracer.start_span(f"execute_tool {execution.name}", context=ctx,
-                                       kind=SpanKind.INTERNAL)
-        span.set_attribute("gen_ai.operation.name", "execute_tool")
-        span.set_attribute("gen_ai.tool.name", execution.name)
-        span.set_attribute("gen_ai.tool.call.id", execution.call_id)
+        attributes: dict[str, AttributeValue] = {
+            "gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": execution.name,
+            "gen_ai.tool.call.id": execution.call_id}
         if execution.agent is not None:
-            span.set_attribute("dsh.agent", execution.agent.name)
+            attributes["dsh.agent"] = execution.agent.name
         if execution.name == RESERVED_NAME:
             description = execution.arguments.get("description")
             if isinstance(description, str):
-                span.set_attribute("dsh.run_code.description",
-                                   _clip(description, self.max_value_bytes))
+                attributes["dsh.run_code.description"] = _clip(description,
+                                                               self.max_value_bytes)
         if self.record_values:
-            span.set_attribute("gen_ai.tool.call.arguments",
-                               self._value(execution.arguments))
+            attributes["gen_ai.tool.call.arguments"] = self._value(execution.arguments)
+        span = self._tracer.start_span(f"execute_tool {execution.name}", context=ctx,
+                                       kind=SpanKind.INTERNAL, attributes=attributes)
         self._open[execution.token] = span
         return CallSpan(self, execution.token, span)
 
@@ -82,13 +82,15 @@ class CallSpan:
     """The span of one call, as the pipeline records into it. Every method is cheap and
     runs on the event loop; :meth:`end` ends the span once, later calls do nothing."""
 
-    __slots__ = ("_activation", "_span", "_token", "_tracer")
+    __slots__ = ("_activation", "_attributes", "_span", "_token", "_tracer")
 
     def __init__(self, tracer: CallTracer, token: ExecutionToken, span: Span) -> None:
         self._tracer = tracer
         self._token: ExecutionToken | None = token  # None once ended
         self._span = span
         self._activation: Token[otel_context.Context] | None = None
+        # Set on the span in one go when it ends: each set_attribute takes the span's lock.
+        self._attributes: dict[str, AttributeValue] = {}
 
     def activate(self) -> None:
         """Make this span the current one (for spans the body starts) until :meth:`end`."""
@@ -96,15 +98,15 @@ class CallSpan:
 
     def decision(self, kind: str) -> None:
         """What the pre-execute waterfall decided: ``allow``, ``deny`` or ``ask``."""
-        self._span.set_attribute("dsh.pre_execute.decision", kind)
+        self._attributes["dsh.pre_execute.decision"] = kind
 
     def approval(self, approval: Approval) -> None:
-        self._span.set_attribute("dsh.approval.approved", approval.approved)
-        self._span.set_attribute("dsh.approval.answered_by", approval.answered_by)
+        self._attributes["dsh.approval.approved"] = approval.approved
+        self._attributes["dsh.approval.answered_by"] = approval.answered_by
 
     def post(self, kind: str) -> None:
         """The last decision a post-execute hook returned: accept, block or replace."""
-        self._span.set_attribute("dsh.post_execute", kind)
+        self._attributes["dsh.post_execute"] = kind
 
     def end(self, result: ToolResult | None) -> None:
         """End the span with ``result`` (``None``: the pipeline failed unexpectedly)."""
@@ -113,17 +115,20 @@ class CallSpan:
         self._tracer._open.pop(self._token, None)
         self._token = None
         span = self._span
+        attributes = self._attributes
         if result is None:
             span.set_status(Status(StatusCode.ERROR, "INTERNAL"))
-        elif result.error is not None:
-            span.set_attribute("dsh.error.code", result.error.code)
-            span.set_status(Status(StatusCode.ERROR, result.error.code))
-        span.set_attribute("dsh.result.bytes", content_bytes(result) if result else 0)
-        if self._tracer.record_values and result is not None:
-            recorded = (result.error.message if result.error is not None
-                        else self._tracer._value(result.value))
-            span.set_attribute("gen_ai.tool.call.result",
-                               _clip(recorded, self._tracer.max_value_bytes))
+        else:
+            if result.error is not None:
+                attributes["dsh.error.code"] = result.error.code
+                span.set_status(Status(StatusCode.ERROR, result.error.code))
+            attributes["dsh.result.bytes"] = content_bytes(result)
+            if self._tracer.record_values:
+                recorded = (result.error.message if result.error is not None
+                            else self._tracer._value(result.value))
+                attributes["gen_ai.tool.call.result"] = _clip(recorded,
+                                                              self._tracer.max_value_bytes)
+        span.set_attributes(attributes)
         span.end()
         if self._activation is not None:
             otel_context.detach(self._activation)
