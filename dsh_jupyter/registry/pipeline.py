@@ -16,6 +16,11 @@ request, publishes that failure (a success becomes ``ABORTED``) and re-raises.
 Either way the ``CancelledError`` that propagates carries the call as
 :class:`CancelledCall` in ``error.cancelled_call``, for a front end to show.
 
+Tracing: when ``registry.instrument()`` switched it on (``registry._tracer``), each call
+has an OpenTelemetry span (:mod:`~dsh_jupyter.registry.tracing`), current while the call
+runs; the stages record what they decided into it, and publishing the result ends it.
+Off, the only cost is one attribute read per call.
+
 Threads: every hook runs on the event loop, except for a large value
 (:func:`~dsh_jupyter.registry.offload.is_large`: more than a couple of thousand
 elements, or a very long string). Then turning the body's value into a result

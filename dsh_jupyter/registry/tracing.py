@@ -7,17 +7,17 @@ nothing is imported or emitted otherwise. The pipeline sees a :class:`CallTracer
 :class:`CallSpan` it starts for each call.
 
 One span per call through the pipeline, following the OpenTelemetry GenAI semantic
-conventions: ``execute_tool {tool}`` with ``gen_ai.operation.name``, ``gen_ai.tool.name``
-and ``gen_ai.tool.call.id``; what the pipeline decided is under ``dsh.``. A sub-call of
-a ``run_code`` program is a child of the run's span, parented explicitly through its
-``ExecutionToken`` (sub-calls run in tasks the bridge starts, possibly in parallel, so
-the ambient context is not relied on). While a call runs its span is the current one,
-so spans the tool's body starts are its children.
+conventions: ``execute_tool {tool}`` with ``gen_ai.operation.name``, ``gen_ai.tool.name``,
+``gen_ai.tool.call.id`` and, on a failure, ``error.type``; what the pipeline decided is
+under ``dsh.``. A sub-call of a ``run_code`` program is a child of the run's span,
+parented explicitly through its ``ExecutionToken`` (sub-calls run in tasks the bridge
+starts, possibly in parallel, so the ambient context is not relied on). While a call
+runs its span is the current one, so spans the tool's body starts are its children.
 
 No argument or result value is recorded unless ``record_values=True``: then
-``gen_ai.tool.call.arguments`` and ``gen_ai.tool.call.result`` carry them as JSON,
-clipped to ``max_value_bytes``. An error's message is never recorded (it may quote
-values); its ``code`` is.
+``gen_ai.tool.call.arguments`` and ``gen_ai.tool.call.result`` (a failure's message)
+carry them as JSON, clipped to ``max_value_bytes``. Without it a failure's message is
+not recorded either (it may quote values); its ``code`` always is.
 """
 
 from __future__ import annotations
@@ -118,9 +118,11 @@ class CallSpan:
         attributes = self._attributes
         if result is None:
             span.set_status(Status(StatusCode.ERROR, "INTERNAL"))
+            attributes["error.type"] = "INTERNAL"
         else:
             if result.error is not None:
                 attributes["dsh.error.code"] = result.error.code
+                attributes["error.type"] = result.error.code  # the semconv's own name
                 span.set_status(Status(StatusCode.ERROR, result.error.code))
             attributes["dsh.result.bytes"] = content_bytes(result)
             if self._tracer.record_values:
