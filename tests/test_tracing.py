@@ -7,6 +7,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import subprocess
+import sys
+import textwrap
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -211,29 +214,38 @@ async def test_parallel_sub_calls_are_children_of_the_run_code_span(
 async def test_a_cancelled_run_ends_every_span_as_an_error(
         traces: Traces, code_runtime: CodeRuntime) -> None:
     registry = ToolRegistry(mode="code", code_runtime=code_runtime)
-    started = asyncio.Event()
+    running = 0
+    both_running = asyncio.Event()
 
     async def slow(args: Any, ctx: ToolRunContext) -> str:
-        started.set()
+        nonlocal running
+        running += 1
+        if running == 2:
+            both_running.set()
         await ctx.signal.wait()
         return "x"
 
     registry.register(define_tool(name="slow", parameters={"type": "object"},
                                   output={"schema": {"type": "string"},
                                           "render": lambda a, v: str(v)},
-                                  execute=slow))
+                                  execute=slow, is_concurrency_safe=lambda a: True))
     registry.instrument(traces.provider)
-    task = asyncio.create_task(registry.execute(run_code("await tools.slow({})")))
-    await started.wait()
+    task = asyncio.create_task(registry.execute(run_code(
+        "await asyncio.gather(tools.slow({}), tools.slow({}))")))
+    await both_running.wait()
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task
     (run,) = traces.named("execute_tool run_code")
-    (sub,) = traces.named("execute_tool slow")
+    subs = traces.named("execute_tool slow")
     assert error_of(run) == (StatusCode.ERROR, "CODE_RUN_FAILED")
-    assert error_of(sub) == (StatusCode.ERROR, "ABORTED")
-    assert sub.parent is not None and run.context is not None
-    assert sub.parent.span_id == run.context.span_id
+    assert len(subs) == 2
+    for sub in subs:
+        assert error_of(sub) == (StatusCode.ERROR, "ABORTED")
+        assert sub.parent is not None and run.context is not None
+        assert sub.parent.span_id == run.context.span_id
+        assert sub.end_time is not None and run.end_time is not None
+        assert sub.end_time <= run.end_time
 
 
 async def test_a_native_call_cancelled_before_its_body_settles_ends_its_span(
@@ -367,6 +379,53 @@ async def test_the_undo_stops_emitting(traces: Traces) -> None:
     registry.instrument(traces.provider)  # on again after the undo
     await registry.execute(call())
     assert len(traces.spans) == 2
+
+
+def run_python(code: str) -> None:
+    subprocess.run([sys.executable, "-c", textwrap.dedent(code)], check=True, timeout=60)
+
+
+def test_without_a_provider_the_global_one_is_used() -> None:
+    # In a fresh interpreter: this process's global provider is never set.
+    run_python("""
+        import asyncio
+        from opentelemetry import trace
+        from opentelemetry.sdk.trace import TracerProvider
+        from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+        from opentelemetry.sdk.trace.export.in_memory_span_exporter import (
+            InMemorySpanExporter)
+        from dsh_jupyter import ToolCall, ToolRegistry
+
+        exporter = InMemorySpanExporter()
+        provider = TracerProvider()
+        provider.add_span_processor(SimpleSpanProcessor(exporter))
+        trace.set_tracer_provider(provider)
+        registry = ToolRegistry()
+
+        @registry.tool
+        def ok() -> str:
+            "OK."
+            return "ok"
+
+        registry.instrument()
+        asyncio.run(registry.execute(ToolCall(call_id="c", name="ok")))
+        assert [s.name for s in exporter.get_finished_spans()] == ["execute_tool ok"]
+    """)
+
+
+def test_without_opentelemetry_instrument_says_what_to_install() -> None:
+    run_python("""
+        import sys
+        sys.modules["opentelemetry"] = None  # as if it were not installed
+        from dsh_jupyter import ToolRegistry
+        from dsh_jupyter.errors import RegistrationError
+        try:
+            ToolRegistry().instrument()
+        except RegistrationError as exc:
+            assert "dsh-jupyter[otel]" in str(exc), exc
+        else:
+            raise AssertionError("instrument() worked without opentelemetry")
+    """)
 
 
 def test_max_value_bytes_must_be_positive() -> None:
