@@ -61,6 +61,10 @@ class ToolCallEvent(TypedDict):
     arguments: JsonValue
     agent: str | None
     time: float
+    trace_id: NotRequired[str]
+    """With tracing on (``registry.instrument()``): the call's OpenTelemetry trace and
+    span ids, in hex, to find it in a trace backend."""
+    span_id: NotRequired[str]
 
 
 class ToolResultEvent(TypedDict):
@@ -78,6 +82,8 @@ class ToolResultEvent(TypedDict):
     additional_contexts: NotRequired[list[dict[str, Any]]]
     started: float
     ended: float
+    trace_id: NotRequired[str]
+    span_id: NotRequired[str]
 
 
 class CodeDispatchStartEvent(TypedDict):

@@ -431,3 +431,32 @@ def test_without_opentelemetry_instrument_says_what_to_install() -> None:
 def test_max_value_bytes_must_be_positive() -> None:
     with pytest.raises(RegistrationError, match="max_value_bytes"):
         ToolRegistry().instrument(TracerProvider(), max_value_bytes=0)
+
+
+async def test_events_and_cards_carry_the_trace_and_span_ids(traces: Traces) -> None:
+    from opentelemetry.trace import format_span_id, format_trace_id
+
+    from dsh_jupyter.widgets import LiveView
+    from dsh_jupyter.widgets.render import html_header
+
+    registry = ToolRegistry()
+    registry.register(echo())
+    events: list[Any] = []
+    registry.on_event(events.append)
+    untraced = await registry.execute(call(call_id="before"))
+    assert not untraced.is_error and "trace_id" not in events[-1]
+    undo = registry.instrument(traces.provider)
+    with LiveView(registry) as view:
+        await registry.execute(call(call_id="traced"))
+    undo()
+    span = traces.one()
+    ids = (format_trace_id(span.context.trace_id), format_span_id(span.context.span_id))
+    started, ended = events[-2:]
+    assert (started["kind"], ended["kind"]) == ("tool/call", "tool/result")
+    assert (started["trace_id"], started["span_id"]) == ids
+    assert (ended["trace_id"], ended["span_id"]) == ids
+    card = view.cards[-1]
+    assert card.trace == ids
+    header = html_header(card.document(), timing=True)
+    assert ids[0] in header and ids[1] in header and "user-select:all" in header
+    assert ids[0] not in str(view)  # text fallbacks stay deterministic

@@ -140,15 +140,17 @@ async def execute(registry: RegistryView, call: ToolCall, *,
     execution = ToolExecution(token=ExecutionToken(), call_id=call.call_id, name=call.name,
                               arguments=cast(JsonObject, args), signal=signal,
                               agent=call.agent, parent=call.parent, definition=definition)
-    if execution.parent is None and registry._listening:
-        registry.emit(ToolCallEvent(kind="tool/call", call_id=call.call_id, name=call.name,
-                                    arguments=args, agent=_agent_name(execution),
-                                    time=started))
     span = None
     tracer = registry._tracer
     if tracer is not None:
         span = state.span = tracer.start(execution)
         span.activate()
+    if execution.parent is None and registry._listening:
+        event = ToolCallEvent(kind="tool/call", call_id=call.call_id, name=call.name,
+                              arguments=args, agent=_agent_name(execution), time=started)
+        if span is not None:
+            event["trace_id"], event["span_id"] = span.ids()
+        registry.emit(event)
     task = asyncio.current_task()
     requests = task.cancelling() if task is not None else 0
     try:
@@ -500,7 +502,10 @@ def _publish(registry: RegistryView, execution: ToolExecution, definition: ToolD
             _log.exception("result observer %s failed for call %s", _name(observer),
                            execution.call_id)
     if execution.parent is None and registry._listening:
-        registry.emit(_result_event(execution, result, started))
+        event = _result_event(execution, result, started)
+        if state.span is not None:
+            event["trace_id"], event["span_id"] = state.span.ids()
+        registry.emit(event)
     if state.span is not None:
         state.span.end(result)
     return result

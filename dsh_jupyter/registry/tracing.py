@@ -92,6 +92,11 @@ class CallSpan:
         # Set on the span in one go when it ends: each set_attribute takes the span's lock.
         self._attributes: dict[str, AttributeValue] = {}
 
+    def ids(self) -> tuple[str, str]:
+        """The trace id and span id as hex (what a backend shows and searches for)."""
+        context = self._span.get_span_context()
+        return trace.format_trace_id(context.trace_id), trace.format_span_id(context.span_id)
+
     def activate(self) -> None:
         """Make this span the current one (for spans the body starts) until :meth:`end`."""
         self._activation = otel_context.attach(trace.set_span_in_context(self._span))

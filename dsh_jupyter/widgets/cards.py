@@ -60,6 +60,8 @@ class Card:
         self._html: Any = None
         self._approval_box: Any = None
         self.approval: ApprovalCard | None = None
+        self.trace: tuple[str, str] | None = None
+        """The call's trace and span ids (tracing on), shown in the widget's header."""
 
     # The document ----------------------------------------------------------------
     def _document(self) -> Doc:
@@ -164,4 +166,4 @@ class ToolCard(_CallCard):
         return Doc(title=self.call.title, kind=self.kind, status=self.status,
                    status_detail=durable.error_code if durable and durable.is_error else None,
                    subtitle=self.name if self.name != self.call.title else None,
-                   blocks=blocks, duration=self.duration)
+                   blocks=blocks, duration=self.duration, trace=self.trace)

@@ -116,6 +116,8 @@ class Doc:
     duration: float | None = None
     waited: float | None = None
     """Time spent waiting before it ran (queued, or for an approval): widget only."""
+    trace: tuple[str, str] | None = None
+    """The call's OpenTelemetry trace and span ids, with tracing on: widget only."""
 
 
 Block: TypeAlias = Text | Field | Code | Items | Links | Image | SandboxedHtml | Section | Doc

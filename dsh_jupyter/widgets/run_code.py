@@ -270,7 +270,8 @@ class RunCodeCard(_CallCard):
     def _doc(self, blocks: tuple[Block, ...]) -> Doc:
         status, detail = self._status()
         return Doc(title=self.description, kind=self.kind, status=status, status_detail=detail,
-                   subtitle=RESERVED_NAME, blocks=blocks, duration=self.duration)
+                   subtitle=RESERVED_NAME, blocks=blocks, duration=self.duration,
+                   trace=self.trace)
 
     def _document(self) -> Doc:
         return self._doc((self._program(), *self._calls_section(), *self._live_blocks(),

@@ -17,7 +17,7 @@ from collections.abc import Callable, Collection, Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Self
 
-from ..events import SessionEvent, read_session
+from ..events import SessionEvent, ToolCallEvent, ToolResultEvent, read_session
 from ..json_value import JsonValue
 from ..registry.presentation import DurableResult
 from ..registry.results import ToolResult
@@ -78,6 +78,13 @@ def _claimed(event: SessionEvent) -> bool:
     return False
 
 
+def _traced(card: Card, event: ToolCallEvent | ToolResultEvent) -> None:
+    """Give ``card`` the trace and span ids ``event`` carries (tracing on)."""
+    trace_id, span_id = event.get("trace_id"), event.get("span_id")
+    if trace_id is not None and span_id is not None:
+        card.trace = (trace_id, span_id)
+
+
 class SessionView:
     """Cards in the order their calls started; :meth:`apply` feeds it events."""
 
@@ -103,10 +110,13 @@ class SessionView:
         """Add or update the card ``event`` is about (unknown kinds are ignored)."""
         if event["kind"] == "tool/call":
             self._retire(self._cards, event["call_id"])
-            self._top(event["call_id"], event["name"], event["arguments"], event["agent"])
+            card = self._top(event["call_id"], event["name"], event["arguments"],
+                             event["agent"])
+            _traced(card, event)
         elif event["kind"] == "tool/result":
             card = self._top(event["call_id"], event["name"], event["arguments"],
                              event["agent"])
+            _traced(card, event)
             durable = durable_from_event(event)
             duration = event["ended"] - event["started"]
             if isinstance(card, RunCodeCard):
