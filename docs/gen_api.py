@@ -94,6 +94,8 @@ NOT_CONSTRUCTED = {
 SUMMARIES: dict[str, str] = {
     "Binding": "An async callable taking lossless JSON arguments and resolving to a JSON "
                "value (see `FunctionBindings`).",
+    "RunFact": "One fact a runtime reports about how it ran a program "
+               "(`CodeRunResult.facts`): str, bool, int or float.",
     "FailureKind": "Why a run failed: exception, timeout, abort, kernel-exit, "
                    "invalid-output, output-limit or call-limit.",
     # registry and tools

@@ -109,6 +109,9 @@ class CodeDispatchRunningEvent(TypedDict):
     call_id: str
     name: str
     time: float
+    trace_id: NotRequired[str]
+    """With tracing on: the sub-call's trace and span ids (a child of the run's span)."""
+    span_id: NotRequired[str]
 
 
 class CodeOutputEvent(TypedDict):
@@ -166,6 +169,9 @@ class CodeDispatchEvent(TypedDict):
     started: float
     running: NotRequired[float]
     ended: float
+    trace_id: NotRequired[str]
+    """With tracing on: the sub-call's trace and span ids (a child of the run's span)."""
+    span_id: NotRequired[str]
 
 
 StopReason = Literal["answered", "step_limit", "aborted", "model_error"]
@@ -180,6 +186,9 @@ class AgentRunStartEvent(TypedDict):
     task: str
     max_steps: int
     time: float
+    trace_id: NotRequired[str]
+    """With tracing on: the run's ``invoke_agent`` trace and span ids."""
+    span_id: NotRequired[str]
 
 
 class AgentMessageEvent(TypedDict):
@@ -199,6 +208,9 @@ class AgentRequestEvent(TypedDict):
     tools: list[str]
     sizes: dict[str, Any]
     time: float
+    trace_id: NotRequired[str]
+    """With tracing on: the request's ``chat`` trace and span ids."""
+    span_id: NotRequired[str]
 
 
 class AgentResponseEvent(TypedDict):

@@ -24,13 +24,13 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Collection, Mapping
 from dataclasses import dataclass, field
-from typing import Literal, Protocol, runtime_checkable
+from typing import Literal, Protocol, TypeAlias, runtime_checkable
 
 from .abort import AbortController, AbortSignal
 from .json_value import JsonValue
 
 __all__ = ["Binding", "BindingError", "Bindings", "CodeRunFailure", "CodeRunResult", "CodeRuntime",
-           "Display", "FailureKind", "FunctionBindings", "OutputObserver"]
+           "Display", "FailureKind", "FunctionBindings", "OutputObserver", "RunFact"]
 
 FailureKind = Literal[
     "exception", "timeout", "abort", "kernel-exit", "invalid-output", "output-limit",
@@ -40,6 +40,9 @@ FAILURE_KINDS: tuple[FailureKind, ...] = (
     "exception", "timeout", "abort", "kernel-exit", "invalid-output", "output-limit",
     "call-limit",
 )
+
+RunFact: TypeAlias = str | bool | int | float
+"""One fact a runtime reports about how it ran a program (:attr:`CodeRunResult.facts`)."""
 
 Binding = Callable[[JsonValue], Awaitable[JsonValue]]
 """An async callable taking lossless JSON arguments and resolving to a JSON value."""
@@ -151,6 +154,13 @@ class CodeRunResult:
     (over the budget, the last is a note saying later ones are not shown)."""
     displays_dropped: int = 0
     """How many displays were not kept because the run passed its display budget."""
+    facts: Mapping[str, RunFact] = field(default_factory=dict)
+    """How the runtime ran the program, for traces and diagnostics (never shown to the
+    model); Code Mode records them on the run's span as ``dsh.<key>``. ``KernelRuntime``
+    reports where the kernel came from (``kernel.source``: ``"pool"`` or ``"cold"``),
+    ``kernel.launcher`` (``"fork"``, ``"stock"``, ``"gateway"``), ``kernel.confined``,
+    ``kernel.wait_ms`` (from asking for a kernel to having it) and its budgets
+    (``budget.wall_seconds``, ``budget.compute_seconds``, ``budget.max_output_bytes``)."""
 
 
 @runtime_checkable

@@ -189,10 +189,23 @@ async def test_parallel_sub_calls_are_children_of_the_run_code_span(
                   key=lambda s: str(attrs(s)["gen_ai.tool.call.id"]))
     assert len(traces.spans) == 3
     assert run.parent is None and run.context is not None
-    assert attrs(run) == {
+    facts = {key: value for key, value in attrs(run).items() if key.startswith("dsh.kernel.")}
+    assert {key: value for key, value in attrs(run).items() if key not in facts} == {
         "gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "run_code",
         "gen_ai.tool.call.id": "r1", "dsh.run_code.description": "two echoes",
-        "dsh.pre_execute.decision": "allow", "dsh.result.bytes": len("ab")}  # rendered raw
+        "dsh.pre_execute.decision": "allow", "dsh.result.bytes": len("ab"),  # rendered raw
+        "dsh.run_code.sub_calls": 2, "dsh.run_code.log_lines": 0, "dsh.run_code.displays": 0,
+        "dsh.budget.max_parallel_sub_calls": 10,
+        **({} if isinstance(code_runtime, InProcessRuntime) else {
+            "dsh.budget.wall_seconds": 600.0, "dsh.budget.compute_seconds": 60.0,
+            "dsh.budget.max_output_bytes": 64 * 1024 * 1024})}
+    if isinstance(code_runtime, KernelRuntime):
+        wait_ms = facts.pop("dsh.kernel.wait_ms")
+        assert isinstance(wait_ms, float) and wait_ms >= 0
+        assert facts == {"dsh.kernel.source": "pool", "dsh.kernel.launcher": "fork",
+                         "dsh.kernel.confined": code_runtime.confined}
+    else:
+        assert facts == {}
     for n, sub in enumerate(subs, start=1):
         assert sub.parent is not None and sub.context is not None
         assert sub.parent.span_id == run.context.span_id
@@ -209,6 +222,101 @@ async def test_parallel_sub_calls_are_children_of_the_run_code_span(
     assert run.start_time is not None and run.end_time is not None
     assert run.start_time <= first.start_time and max(first.end_time,
                                                       second.end_time) <= run.end_time
+
+
+@pytest.mark.kernel
+async def test_a_cold_kernel_and_the_failure_kind_are_recorded(traces: Traces) -> None:
+    config = KernelRuntimeConfig(pool_size=0, launcher="stock", wall_seconds=30,
+                                 max_output_bytes=10_000)
+    async with KernelRuntime(config) as runtime:
+        registry = ToolRegistry(mode="code", code_runtime=runtime, max_parallel_sub_calls=3)
+        registry.register(echo())
+        registry.instrument(traces.provider)
+        result = await registry.execute(run_code(
+            "print('one')\nprint('two')\nawait tools.echo({'text': 'x'})\n"
+            "raise ValueError('no')"))
+    assert result.error is not None and result.error.code == "CODE_RUN_FAILED"
+    (run,) = traces.named("execute_tool run_code")
+    recorded = attrs(run)
+    assert error_of(run) == (StatusCode.ERROR, "CODE_RUN_FAILED")
+    assert recorded["dsh.run_code.failure"] == "exception"
+    assert recorded["dsh.kernel.source"] == "cold"
+    assert recorded["dsh.kernel.launcher"] == "stock"
+    assert recorded["dsh.kernel.confined"] is runtime.confined
+    # A cold start waits for the kernel: far longer than taking one from a pool.
+    assert isinstance(recorded["dsh.kernel.wait_ms"], float)
+    assert recorded["dsh.kernel.wait_ms"] > 50
+    assert (recorded["dsh.budget.wall_seconds"], recorded["dsh.budget.max_output_bytes"],
+            recorded["dsh.budget.max_parallel_sub_calls"]) == (30, 10_000, 3)
+    assert (recorded["dsh.run_code.sub_calls"], recorded["dsh.run_code.log_lines"]) == (1, 2)
+
+
+async def test_a_body_records_attributes_of_its_own(traces: Traces) -> None:
+    registry = ToolRegistry()
+    seen: list[bool] = []
+
+    @registry.tool
+    async def query(sql: str, ctx: ToolRunContext) -> int:
+        """Run a query."""
+        seen.append(ctx.traced)
+        ctx.set_trace_attributes({"db.rows": 3, "db.system": "sqlite",
+                                  "dsh.result.bytes": -1})  # the pipeline's own win
+        return 3
+
+    await registry.execute(ToolCall(call_id="off", name="query", arguments={"sql": "x"}))
+    registry.instrument(traces.provider)
+    await registry.execute(ToolCall(call_id="on", name="query", arguments={"sql": "x"}))
+    assert seen == [False, True]
+    recorded = attrs(traces.one())
+    assert (recorded["db.rows"], recorded["db.system"]) == (3, "sqlite")
+    assert recorded["dsh.result.bytes"] == 1
+
+
+async def test_set_trace_attributes_rejects_other_types_traced_or_not(traces: Traces) -> None:
+    registry = ToolRegistry()
+
+    @registry.tool
+    async def bad(ctx: ToolRunContext) -> str:
+        """Records a list."""
+        ctx.set_trace_attributes({"rows": [1, 2]})  # type: ignore[dict-item]
+        return "unreachable"
+
+    for traced in (False, True):
+        if traced:
+            registry.instrument(traces.provider)
+        result = await registry.execute(ToolCall(call_id=f"b{traced}", name="bad"))
+        assert result.error is not None
+        assert result.error.message.startswith("TypeError: trace attribute 'rows'")
+
+
+async def test_sub_call_events_carry_their_span_ids(traces: Traces) -> None:
+    from opentelemetry.trace import format_span_id, format_trace_id
+
+    from dsh_jupyter.widgets import LiveView
+    from dsh_jupyter.widgets.render import html_header
+
+    registry = ToolRegistry(mode="code", code_runtime=InProcessRuntime())
+    registry.register(echo(safe=True))
+    events: list[Any] = []
+    registry.on_event(events.append)
+    registry.instrument(traces.provider)
+    with LiveView(registry) as view:
+        await registry.execute(run_code(
+            "await asyncio.gather(tools.echo({'text': 'a'}), tools.echo({'text': 'b'}))"))
+    spans = {attrs(s)["gen_ai.tool.call.id"]: s for s in traces.spans}
+    run_trace = format_trace_id(spans["r1"].context.trace_id)
+    for kind in ("tool/code-dispatch-running", "tool/code-dispatch"):
+        found = [e for e in events if e["kind"] == kind]
+        assert len(found) == 2
+        for event in found:
+            span = spans[event["call_id"]]
+            assert (event["trace_id"], event["span_id"]) == (
+                run_trace, format_span_id(span.context.span_id))
+    assert not any("trace_id" in e for e in events if e["kind"] == "tool/code-dispatch-start")
+    sub = view.card("r1:code:1")
+    assert sub is not None and sub.trace is not None
+    header = html_header(sub.document(), timing=True)
+    assert sub.trace[1] in header and f"trace {run_trace}" in header
 
 
 async def test_a_cancelled_run_ends_every_span_as_an_error(

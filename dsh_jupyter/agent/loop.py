@@ -18,7 +18,7 @@ import time
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from ..abort import AbortSignal
 from ..errors import ToolAbortedError
@@ -28,10 +28,19 @@ from ..registry.prompt import PromptAssembly
 from ..registry.results import failure
 from .accounting import RequestAccounting, RunAccounting, SubCallCounter, measure_request
 from .errors import ModelError
-from .events import AgentEvent, AgentRunEndEvent, StopReason
+from .events import (
+    AgentEvent,
+    AgentRequestEvent,
+    AgentRunEndEvent,
+    AgentRunStartEvent,
+    StopReason,
+)
 from .model import ChatMessage, ChatModel, ChatRequest, ModelResponse, ModelToolCall
 from .scheduling import Planned, execute_planned, plan
 from .wire import function_tools
+
+if TYPE_CHECKING:
+    from .tracing import RunSpan
 
 DEFAULT_INSTRUCTIONS = (
     "You are an agent working in a Jupyter notebook. Use the tools to carry out the user's "
@@ -99,6 +108,7 @@ class _Run:
         self.tool_calls = 0
         self.result_bytes = 0
         self.context_bytes = 0
+        self.span: RunSpan | None = None  # the registry is instrumented
 
     async def go(self, task: str, history: Sequence[ChatMessage]) -> AgentResult:
         started = time.monotonic()
@@ -107,10 +117,20 @@ class _Run:
         stop: StopReason = "step_limit"
         error: ModelError | None = None
         try:
-            self.emit({"kind": "agent/run-start", "run_id": self.run_id,
-                       "agent": self.scope.name if self.scope else None, "mode": assembly.mode,
-                       "model": self.model.name, "task": task, "max_steps": self.max_steps,
-                       "time": time.time()})
+            start: AgentRunStartEvent = {
+                "kind": "agent/run-start", "run_id": self.run_id,
+                "agent": self.scope.name if self.scope else None, "mode": assembly.mode,
+                "model": self.model.name, "task": task, "max_steps": self.max_steps,
+                "time": time.time()}
+            calls = self.registry.instrumentation
+            if calls is not None:
+                from .tracing import RunSpan  # imports opentelemetry: only when tracing
+
+                self.span = RunSpan(calls, self.model, agent=start["agent"],
+                                    run_id=self.run_id, mode=assembly.mode,
+                                    max_steps=self.max_steps)
+                start["trace_id"], start["span_id"] = self.span.ids()
+            self.emit(start)
             self.set_system(assembly)
             for message in history:
                 if message["role"] != "system" or message is not history[0]:
@@ -160,12 +180,26 @@ class _Run:
                                 tool_result_bytes=self.result_bytes,
                                 context_bytes=self.context_bytes)
         self.result_bytes = self.context_bytes = 0
-        self.emit({"kind": "agent/request", "run_id": self.run_id, "step": self.step,
-                   "messages": len(request.messages), "tools": list(request.tool_names),
-                   "sizes": sizes.sizes_json(), "time": time.time()})
+        event: AgentRequestEvent = {
+            "kind": "agent/request", "run_id": self.run_id, "step": self.step,
+            "messages": len(request.messages), "tools": list(request.tool_names),
+            "sizes": sizes.sizes_json(), "time": time.time()}
+        chat = self.span.chat(request, sizes) if self.span is not None else None
+        if chat is not None:
+            event["trace_id"], event["span_id"] = chat.ids()
+        self.emit(event)
         began = time.monotonic()
         try:
-            response = await self.model.complete(request, signal=self.signal)
+            try:
+                response = await self.model.complete(request, signal=self.signal)
+            except ModelError as exc:
+                if chat is not None:
+                    chat.end(error=exc)
+                raise
+            except BaseException:
+                if chat is not None:
+                    chat.end()  # aborted (ToolAbortedError) or cancelled
+                raise
         except ToolAbortedError:
             self.requests.append(replace(sizes, model_seconds=time.monotonic() - began))
             return "aborted"
@@ -174,6 +208,8 @@ class _Run:
                                          model_seconds=time.monotonic() - began))
             raise
         seconds = time.monotonic() - began
+        if chat is not None:
+            chat.end(response)
         response = self.with_call_ids(response)
         self.responses.append(response)
         items = [self.planned(call) for call in response.tool_calls]
@@ -273,3 +309,17 @@ class _Run:
         if error is not None:
             event["error"] = error
         self.emit(event)
+        if self.span is not None:
+            self.span.end(stop, steps=accounting.steps, tool_calls=accounting.tool_calls,
+                          sub_calls=accounting.sub_calls, error_code=_error_code(stop, error))
+
+
+def _error_code(stop: str, error: ErrorJson | None) -> str | None:
+    """The run span's status: the model error's code, ``ABORTED``, or the type of what
+    the loop raised; ``None`` for runs that ended normally (answered, step limit)."""
+    if stop in ("cancelled", "aborted"):
+        return "ABORTED"
+    if error is None:
+        return None
+    code = error.get("code")
+    return code if isinstance(code, str) and code else error["message"].partition(":")[0]

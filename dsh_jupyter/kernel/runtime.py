@@ -28,6 +28,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
+import time
 import warnings
 from collections.abc import Awaitable, Callable, Coroutine
 from pathlib import Path
@@ -39,7 +41,7 @@ import zmq.asyncio
 from .._waiting import wait_quietly
 from ..abort import AbortController, AbortSignal
 from ..errors import CodeModeError
-from ..runtime import Bindings, CodeRunFailure, CodeRunResult
+from ..runtime import Bindings, CodeRunFailure, CodeRunResult, RunFact
 from . import fontcache
 from .config import KernelRuntimeConfig
 from .forkserver import ForkLauncher, fork_supported
@@ -62,6 +64,7 @@ class KernelRuntime:
         self.config = config or KernelRuntimeConfig()
         self._context: zmq.asyncio.Context | None = None
         self._launcher: KernelLauncher | None = None
+        self._launcher_name = ""
         self._pool: KernelPool | None = None
         self._disposing = AbortController()
         self._runs: set[asyncio.Task[CodeRunResult]] = set()
@@ -95,11 +98,13 @@ class KernelRuntime:
             if self.config.gateway is None:  # a remote kernel's HOME is the gateway's
                 await self._seed_fonts(self._directory / SEED_HOME)
             if self.config.gateway is not None:
-                self._launcher = _gateway_launcher(self.config)
+                self._launcher, self._launcher_name = _gateway_launcher(self.config), "gateway"
             elif self.config.uses_fork and fork_supported():
                 self._launcher = ForkLauncher(self.config, self._directory, self._confinement)
+                self._launcher_name = "fork"
             else:
                 self._launcher = StockLauncher(self.config, self._context, self._confinement)
+                self._launcher_name = "stock"
             if self.config.pool_size:
                 self._pool = KernelPool(self.config.pool_size, self._open_session)
                 self._pool.fill()
@@ -131,23 +136,37 @@ class KernelRuntime:
         for each in signals:
             if each.reason is not None:
                 return _failed("abort", each.reason)
+        asked = time.monotonic()
         try:
-            session = await self._acquire(signals)
+            acquired = await self._acquire(signals)
         except KernelStartError as error:
             return _failed("kernel-exit", str(error))
         except Exception as error:  # sockets, files, processes: the start is environmental
             return _failed("kernel-exit", f"the kernel failed to start: {error!r}")
-        if session is None:
+        if acquired is None:
             reason = signal.reason or self._disposing.signal.reason or "aborted"
             return _failed("abort", reason)
+        session, pooled = acquired
+        facts = self._facts(pooled, time.monotonic() - asked)
         try:
-            return await session.run(program, bindings, signals, self._output_budget)
+            result = await session.run(program, bindings, signals, self._output_budget)
+            return dataclasses.replace(result, facts=facts)
         finally:
             # The kernel was SIGKILLed before session.run returned; reaping it and removing
             # its workspace need not delay the result (aclose waits for them).
             self._background(session.close())
             if self._pool is not None and self._state == "open":
                 self._pool.fill()  # after the run, so the next start does not compete with it
+
+    def _facts(self, pooled: bool, waited: float) -> dict[str, RunFact]:
+        """What :attr:`CodeRunResult.facts` reports about a run's kernel and budgets."""
+        config = self.config
+        return {"kernel.source": "pool" if pooled else "cold",
+                "kernel.launcher": self._launcher_name, "kernel.confined": self.confined,
+                "kernel.wait_ms": round(waited * 1000, 1),
+                "budget.wall_seconds": config.wall_seconds,
+                "budget.compute_seconds": config.compute_seconds,
+                "budget.max_output_bytes": config.max_output_bytes}
 
     async def _seed_fonts(self, seed_home: Path) -> None:
         """matplotlib's font list for every kernel's HOME (see ``fontcache``): copied
@@ -166,16 +185,17 @@ class KernelRuntime:
         assert self._directory is not None
         return KernelSession.open(self._launcher, self.config, self._context, self._directory)
 
-    async def _take_or_open(self) -> KernelSession:
+    async def _take_or_open(self) -> tuple[KernelSession, bool]:
         if self._pool is not None:
             pooled = await self._pool.take()
             if pooled is not None:
-                return pooled
-        return await self._open_session()
+                return pooled, True
+        return await self._open_session(), False
 
-    async def _acquire(self, signals: tuple[AbortSignal, ...]) -> KernelSession | None:
-        """A prepared kernel (from the pool when it has one), or ``None`` if a signal fired
-        while it was being obtained."""
+    async def _acquire(self, signals: tuple[AbortSignal, ...]
+                       ) -> tuple[KernelSession, bool] | None:
+        """A prepared kernel and whether it came from the pool, or ``None`` if a signal
+        fired while it was being obtained."""
         starting = asyncio.ensure_future(self._take_or_open())
         aborted = asyncio.Event()
         waiting = asyncio.ensure_future(aborted.wait())
@@ -193,15 +213,15 @@ class KernelRuntime:
                 await wait_quietly({starting, waiting})
             if aborted.is_set():
                 return None
-            session = starting.result()
+            acquired = starting.result()
             handed_out = True
-            return session
+            return acquired
         finally:
             # Aborted, or cancelled while the kernel was ready or being taken from the pool
             # (a cancel arriving as the start completes does not undo it): close it.
             if not handed_out and starting.done() and not starting.cancelled() \
                     and starting.exception() is None:
-                self._background(starting.result().close())
+                self._background(starting.result()[0].close())
 
     async def aclose(self) -> None:
         """Dispose: abort runs in flight ("runtime disposed"), wait for them, release all."""

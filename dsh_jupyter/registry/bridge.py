@@ -72,6 +72,7 @@ class _SubCall:
     previous_done: asyncio.Event | None = None
     done: asyncio.Event = field(default_factory=asyncio.Event)
     running: float | None = None
+    trace: tuple[str, str] | None = None  # trace and span ids, with tracing on
 
 
 class _Gate:
@@ -96,6 +97,9 @@ class _Gate:
 
     def dispatching(self) -> None:
         self._bridge._dispatching(self._call)
+
+    def traced(self, trace_id: str, span_id: str) -> None:
+        self._call.trace = (trace_id, span_id)
 
 
 class DispatchBridge:
@@ -276,10 +280,13 @@ class DispatchBridge:
     def _dispatching(self, sub: _SubCall) -> None:
         sub.running = time.time()
         if self._registry._listening:
-            self._registry.emit(CodeDispatchRunningEvent(
+            event = CodeDispatchRunningEvent(
                 kind="tool/code-dispatch-running", root_call_id=self._root_call_id,
                 parent_call_id=self._ctx.call_id, call_id=sub.call_id, name=sub.name,
-                time=sub.running))
+                time=sub.running)
+            if sub.trace is not None:
+                event["trace_id"], event["span_id"] = sub.trace
+            self._registry.emit(event)
 
     def _emit_settled(self, sub: _SubCall, result: ToolResult | None, started: float,
                       agent: str | None) -> None:
@@ -297,6 +304,8 @@ class DispatchBridge:
             event["error"] = {"message": result.error.message, "code": result.error.code}
         elif result is None:
             event["error"] = {"message": "the call was cancelled", "code": "ABORTED"}
+        if sub.trace is not None:
+            event["trace_id"], event["span_id"] = sub.trace
         self._registry.emit(event)
 
     async def settle(self) -> None:

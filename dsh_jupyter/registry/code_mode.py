@@ -28,7 +28,7 @@ from ..json_value import JsonObject, JsonValue, snapshot_json
 from ..runtime import CodeRunResult, Display
 from .bridge import DispatchBridge
 from .definition import ToolDefinition, ToolOutput
-from .execution import ToolRunContext
+from .execution import ToolRunContext, TraceValue
 from .presentation import GenericCallView
 from .results import Content, ContentBlock
 from .schema import compile_schema
@@ -211,6 +211,8 @@ async def _run_program(registry: RegistryView, program: str, ctx: ToolRunContext
     finally:
         # Settle even when our own task is cancelled: no sub-call may outlive the run.
         await wait_quietly((asyncio.ensure_future(bridge.settle()),))
+    if ctx.traced:
+        ctx.set_trace_attributes(_run_facts(registry, result, bridge.started_calls))
     if result.failure is not None:
         # Also an abort: 000 lets cancellation replace only a success with ABORTED, and the
         # failure keeps the lines the program printed before it was stopped.
@@ -225,6 +227,20 @@ async def _run_program(registry: RegistryView, program: str, ctx: ToolRunContext
         if len(images) > RUN_CODE_MAX_IMAGES:
             value["images_omitted"] = len(images) - RUN_CODE_MAX_IMAGES
     return value
+
+
+def _run_facts(registry: RegistryView, result: CodeRunResult,
+               sub_calls: int) -> dict[str, TraceValue]:
+    """The run's span attributes: what the runtime reports (``dsh.kernel.*``,
+    ``dsh.budget.*``), and what the run did."""
+    facts: dict[str, TraceValue] = {f"dsh.{key}": value for key, value in result.facts.items()}
+    facts["dsh.budget.max_parallel_sub_calls"] = registry.max_parallel_sub_calls
+    facts["dsh.run_code.sub_calls"] = sub_calls
+    facts["dsh.run_code.log_lines"] = len(result.logs)
+    facts["dsh.run_code.displays"] = len(result.displays) + result.displays_dropped
+    if result.failure is not None:
+        facts["dsh.run_code.failure"] = result.failure.kind
+    return facts
 
 
 def model_images(displays: tuple[Display, ...]) -> list[JsonValue]:

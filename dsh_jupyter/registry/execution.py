@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal, TypeAlias
 
@@ -14,6 +14,9 @@ if TYPE_CHECKING:
     from .definition import ToolDefinition
     from .scope import AgentScope
 
+
+TraceValue: TypeAlias = str | bool | int | float
+"""A value :meth:`ToolRunContext.set_trace_attributes` records on a call's span."""
 
 ExecutionMode: TypeAlias = Literal["parallel", "exclusive"]
 """How a call may be scheduled next to its siblings (``ToolRegistry.execution_mode``)."""
@@ -76,14 +79,38 @@ class ToolRunContext(ToolExecution):
 
     execution: ToolExecution = field(repr=False, compare=False)
     _defer: Callable[[AdditionalContext], None] = field(repr=False, compare=False)
+    _annotate: Callable[[Mapping[str, TraceValue]], None] | None = field(
+        default=None, repr=False, compare=False)
 
     @classmethod
     def of(cls, execution: ToolExecution, signal: AbortSignal,
-           defer: Callable[[AdditionalContext], None]) -> ToolRunContext:
+           defer: Callable[[AdditionalContext], None],
+           annotate: Callable[[Mapping[str, TraceValue]], None] | None = None
+           ) -> ToolRunContext:
         return cls(token=execution.token, call_id=execution.call_id, name=execution.name,
                    arguments=execution.arguments, signal=signal, agent=execution.agent,
                    parent=execution.parent, definition=execution.definition,
-                   execution=execution, _defer=defer)
+                   execution=execution, _defer=defer, _annotate=annotate)
+
+    @property
+    def traced(self) -> bool:
+        """Whether this call has a trace span (``registry.instrument()``): a body can skip
+        preparing attributes otherwise."""
+        return self._annotate is not None
+
+    def set_trace_attributes(self, attributes: Mapping[str, TraceValue]) -> None:
+        """Record facts about this call on its span when tracing is on (else nothing).
+
+        Keys are strings (use a prefix of your own); values are ``str``, ``bool``,
+        ``int`` or ``float``, recorded as given even without ``record_values``, so pass
+        counts, sizes and names, never secrets. The pipeline's own attributes win on a
+        clash. Raises ``TypeError`` for another key or value type, traced or not."""
+        for key, value in attributes.items():
+            if not isinstance(key, str) or not isinstance(value, (str, bool, int, float)):
+                raise TypeError(f"trace attribute {key!r}: keys must be str and values str, "
+                                f"bool, int or float, not {type(value).__name__}")
+        if self._annotate is not None:
+            self._annotate(attributes)
 
     def defer_context(self, context: AdditionalContext) -> None:
         """Deliver ``context`` after this call's final result, even if the body

@@ -98,11 +98,13 @@ def cancelled_call(error: BaseException) -> CancelledCall | None:
 class StageGate(Protocol):
     """Lets Code Mode order sub-calls: ``pre()`` wraps pre-execute and guards,
     ``post()`` wraps post-execute and context deferral; ``dispatching()`` is told when
-    the call passed its policy and is dispatched to the wrappers and the body."""
+    the call passed its policy and is dispatched to the wrappers and the body;
+    ``traced()``, with tracing on, the call's trace and span ids once its span started."""
 
     def pre(self) -> AbstractAsyncContextManager[None]: ...
     def post(self) -> AbstractAsyncContextManager[None]: ...
     def dispatching(self) -> None: ...
+    def traced(self, trace_id: str, span_id: str) -> None: ...
 
 
 class Resolver(Protocol):
@@ -145,6 +147,8 @@ async def execute(registry: RegistryView, call: ToolCall, *,
     if tracer is not None:
         span = state.span = tracer.start(execution)
         span.activate()
+        if gate is not None:
+            gate.traced(*span.ids())
     if execution.parent is None and registry._listening:
         event = ToolCallEvent(kind="tool/call", call_id=call.call_id, name=call.name,
                               arguments=args, agent=_agent_name(execution), time=started)
@@ -351,7 +355,8 @@ async def _dispatch(execution: ToolExecution, definition: ToolDefinition,
         if operational.aborted:
             return _aborted_before(operational)
         state.body_started = True
-        ctx = ToolRunContext.of(execution, operational, state.deferred.append)
+        ctx = ToolRunContext.of(execution, operational, state.deferred.append,
+                                None if state.span is None else state.span.annotate)
         try:
             raw = await definition.execute(state.parsed, ctx)
         except DshError as exc:

@@ -272,7 +272,8 @@ class ToolRegistry(Layer):
     def instrument(self, tracer_provider: TracerProvider | None = None, *,
                    record_values: bool = False, max_value_bytes: int = 4096) -> Disposer:
         """Emit an OpenTelemetry span for every call through the pipeline (sub-calls of a
-        ``run_code`` program are children of its span); returns the undo.
+        ``run_code`` program are children of its span) and for every agent run over this
+        registry (``invoke_agent``, and ``chat`` per model request); returns the undo.
 
         Needs the ``otel`` extra (``opentelemetry-api``); ``tracer_provider=None`` uses the
         global provider. Argument and result values are recorded only with
@@ -304,6 +305,11 @@ class ToolRegistry(Layer):
                 self._tracer = None
 
         return Disposer(undo, "instrument (OpenTelemetry spans)")
+
+    @property
+    def instrumentation(self) -> CallTracer | None:
+        """What :meth:`instrument` switched on (its tracer and settings), else ``None``."""
+        return self._tracer
 
     # Notifications -----------------------------------------------------------------------
     def on_change(self, listener: Callable[[RegistryChange], None]) -> Undo:

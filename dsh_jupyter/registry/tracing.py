@@ -22,6 +22,7 @@ not recorded either (it may quote values); its ``code`` always is.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from contextvars import Token
 
 from opentelemetry import context as otel_context
@@ -31,7 +32,7 @@ from opentelemetry.util.types import AttributeValue
 
 from ..json_dump import dump_json
 from ..json_value import JsonValue
-from .execution import ExecutionToken, ToolExecution
+from .execution import ExecutionToken, ToolExecution, TraceValue
 from .policy import Approval
 from .results import ToolResult
 from .scope import RESERVED_NAME
@@ -45,11 +46,11 @@ class CallTracer:
     """Starts one :class:`CallSpan` per call; knows the spans still open, by token, so a
     sub-call finds its run's span."""
 
-    __slots__ = ("_open", "_tracer", "max_value_bytes", "record_values")
+    __slots__ = ("_open", "max_value_bytes", "record_values", "tracer")
 
     def __init__(self, provider: TracerProvider | None, *, record_values: bool,
                  max_value_bytes: int) -> None:
-        self._tracer: Tracer = trace.get_tracer(TRACER_NAME, tracer_provider=provider)
+        self.tracer: Tracer = trace.get_tracer(TRACER_NAME, tracer_provider=provider)
         self.record_values = record_values
         self.max_value_bytes = max_value_bytes
         self._open: dict[ExecutionToken, Span] = {}
@@ -65,17 +66,17 @@ class CallTracer:
         if execution.name == RESERVED_NAME:
             description = execution.arguments.get("description")
             if isinstance(description, str):
-                attributes["dsh.run_code.description"] = _clip(description,
+                attributes["dsh.run_code.description"] = clip(description,
                                                                self.max_value_bytes)
         if self.record_values:
             attributes["gen_ai.tool.call.arguments"] = self._value(execution.arguments)
-        span = self._tracer.start_span(f"execute_tool {execution.name}", context=ctx,
+        span = self.tracer.start_span(f"execute_tool {execution.name}", context=ctx,
                                        kind=SpanKind.INTERNAL, attributes=attributes)
         self._open[execution.token] = span
         return CallSpan(self, execution.token, span)
 
     def _value(self, value: JsonValue) -> str:
-        return _clip(dump_json(value), self.max_value_bytes)
+        return clip(dump_json(value), self.max_value_bytes)
 
 
 class CallSpan:
@@ -109,6 +110,11 @@ class CallSpan:
         self._attributes["dsh.approval.approved"] = approval.approved
         self._attributes["dsh.approval.answered_by"] = approval.answered_by
 
+    def annotate(self, attributes: Mapping[str, TraceValue]) -> None:
+        """Attributes the tool's body recorded (``ctx.set_trace_attributes``); the
+        pipeline's own are set after them, so they win on a clash."""
+        self._attributes.update(attributes)
+
     def post(self, kind: str) -> None:
         """The last decision a post-execute hook returned: accept, block or replace."""
         self._attributes["dsh.post_execute"] = kind
@@ -133,7 +139,7 @@ class CallSpan:
             if self._tracer.record_values:
                 recorded = (result.error.message if result.error is not None
                             else self._tracer._value(result.value))
-                attributes["gen_ai.tool.call.result"] = _clip(recorded,
+                attributes["gen_ai.tool.call.result"] = clip(recorded,
                                                               self._tracer.max_value_bytes)
         span.set_attributes(attributes)
         span.end()
@@ -154,7 +160,8 @@ def content_bytes(result: ToolResult) -> int:
     return size
 
 
-def _clip(text: str, limit: int) -> str:
+def clip(text: str, limit: int) -> str:
+    """``text`` cut to ``limit`` UTF-8 bytes and marked :data:`CLIPPED`, if longer."""
     encoded = text.encode()
     if len(encoded) <= limit:
         return text

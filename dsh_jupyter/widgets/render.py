@@ -232,7 +232,13 @@ def html_header(doc: Doc, *, timing: bool = False) -> str:
     if timing and doc.waited:
         parts.append(f'<span class="dsh-waited" style="color:#6e7781;font-size:11px">'
                      f"(waited {format_duration(doc.waited)})</span>")
-    if timing and doc.trace is not None:
+    if timing and doc.trace is not None and doc.kind == "sub-call":
+        # Same trace as its run's card: the span id alone, the trace id on hover.
+        trace_id, span_id = (escape_html(part) for part in doc.trace)
+        parts.append(f'<span class="dsh-trace" style="color:#6e7781;font-size:11px" '
+                     f'title="OpenTelemetry span id (trace {trace_id})">span <code '
+                     f'style="user-select:all">{span_id}</code></span>')
+    elif timing and doc.trace is not None:
         trace_id, span_id = (escape_html(part) for part in doc.trace)
         parts.append(f'<span class="dsh-trace" style="color:#6e7781;font-size:11px" '
                      f'title="OpenTelemetry trace id, span id">trace <code style="user-select:'

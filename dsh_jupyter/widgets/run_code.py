@@ -94,7 +94,7 @@ class SubCallCard(_CallCard):
         return Doc(title=self.name, kind=self.kind, status=self.status,
                    status_detail=self._detail(),
                    subtitle=summarize_arguments(self.arguments) or None, blocks=blocks,
-                   duration=self.duration, waited=self.waited)
+                   duration=self.duration, waited=self.waited, trace=self.trace)
 
     def _frame(self) -> Any:
         return _ipw.ipywidgets().Layout(border_left="3px solid #d0d7de", padding="0 0 0 8px",

@@ -17,7 +17,14 @@ from collections.abc import Callable, Collection, Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Self
 
-from ..events import SessionEvent, ToolCallEvent, ToolResultEvent, read_session
+from ..events import (
+    CodeDispatchEvent,
+    CodeDispatchRunningEvent,
+    SessionEvent,
+    ToolCallEvent,
+    ToolResultEvent,
+    read_session,
+)
 from ..json_value import JsonValue
 from ..registry.presentation import DurableResult
 from ..registry.results import ToolResult
@@ -78,7 +85,8 @@ def _claimed(event: SessionEvent) -> bool:
     return False
 
 
-def _traced(card: Card, event: ToolCallEvent | ToolResultEvent) -> None:
+def _traced(card: Card, event: ToolCallEvent | ToolResultEvent | CodeDispatchRunningEvent
+            | CodeDispatchEvent) -> None:
     """Give ``card`` the trace and span ids ``event`` carries (tracing on)."""
     trace_id, span_id = event.get("trace_id"), event.get("span_id")
     if trace_id is not None and span_id is not None:
@@ -133,10 +141,12 @@ class SessionView:
         elif event["kind"] == "tool/code-dispatch-running":
             sub_call = self._sub_calls.get(event["call_id"])
             if sub_call is not None:
+                _traced(sub_call, event)
                 sub_call.dispatched(event["time"])
         elif event["kind"] == "tool/code-dispatch":
             sub = self._sub(event["parent_call_id"], event["call_id"], event["name"],
                             event["arguments"])
+            _traced(sub, event)
             running = event.get("running")
             began = running if running is not None else event["started"]
             sub.finish(durable_from_event(event), duration=event["ended"] - began,

@@ -76,6 +76,10 @@ class OpenAIChatModel:
     httpx is imported on first use, so importing dsh_jupyter stays quick.
     """
 
+    provider = "openai"
+    """The API it speaks (``gen_ai.provider.name`` on traced requests); which server
+    answers is ``server.address``, from ``base_url``."""
+
     def __init__(self, *, model: str, base_url: str = DEFAULT_BASE_URL,
                  api_key: str | None = None, timeout: float | httpx.Timeout | None = None,
                  retry: RetryPolicy | None = None, options: Mapping[str, JsonValue] | None = None,
