@@ -16,7 +16,8 @@ Prints the median total time and longest stall per value, and the longest garbag
 collection meanwhile (a full collection holds the GIL throughout, on whichever thread
 triggered it, so it bounds the stall a worker thread can promise).
 
-Then the host's cost of one sub-call of a run_code program (``--sub-calls``).
+Then the host's cost of one sub-call of a run_code program (``--sub-calls``), also with
+tracing on (a span per sub-call, exported to memory).
 
     python bench/pipeline.py [--calls 20000] [--rounds 7] [--large-rounds 3] [--sub-calls 2000]
 """
@@ -167,20 +168,26 @@ async def sub_calls(calls: int, rounds: int) -> None:
         """Read lines."""
         return path
 
+    switch_on = _tracing(registry)
+
     program = ("for _ in range({n}):\n"
                "    await {call}\n"
                "return 1")
     local = "async def read(args):\n    return args['path']\n" + program
 
-    async def one(code: str) -> float:
+    async def one(code: str, traced: bool) -> float:
         n = calls // 10 if "calls" in code.splitlines()[-1] else calls
+        switch_off = switch_on() if traced and switch_on is not None else None
         # CPU time of this process: what a sub-call costs the host, whatever else the
         # machine is doing (wall time on a shared 2-core VM mostly measures the neighbours).
         started = time.process_time()
         result = await registry.execute(ToolCall(
             call_id="r", name="run_code", arguments={"code": code, "description": "bench"}))
         assert not result.is_error, result
-        return (time.process_time() - started) / n * 1e6
+        seconds = time.process_time() - started
+        if switch_off is not None:
+            switch_off()
+        return seconds / n * 1e6
 
     rows = "{'path': 'rows', 'tags': [f'tag{i}' for i in range(2000)]}"
     cases = {"program awaiting a local coroutine (floor)":
@@ -190,13 +197,47 @@ async def sub_calls(calls: int, rounds: int) -> None:
              "sub-call with 2,000 tags (in-process runtime)":
              program.format(n=calls // 10, call=f"tools.read({rows})").replace(
                  "return 1", f"return 1  # {calls // 10} calls")}
+    traced = "sub-call, tracing on (in-memory export)"
+    if switch_on is not None:
+        cases[traced] = cases["sub-call through run_code (in-process runtime)"]
     samples: dict[str, list[float]] = {name: [] for name in cases}
     for _ in range(rounds):
         for name, code in cases.items():
-            samples[name].append(await one(code))
+            samples[name].append(await one(code, name == traced))
     print(f"sub-calls: {calls} sequential calls x {rounds} rounds, median CPU µs/call")
     for name, values in samples.items():
         print(f"  {name:48s} {statistics.median(values):8.1f} µs")
+    if switch_on is not None:
+        added = (statistics.median(samples[traced])
+                 - statistics.median(samples["sub-call through run_code (in-process runtime)"]))
+        print(f"  tracing adds {added:.1f} µs per sub-call (a span each, exported to memory)")
+
+
+def _tracing(registry: ToolRegistry) -> Callable[[], Callable[[], None]] | None:
+    """What switches tracing on for ``registry`` (an SDK provider exporting to memory) and
+    returns the switch off, which also empties the exporter; ``None`` without the SDK."""
+    try:
+        from opentelemetry.sdk.trace import TracerProvider
+        from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+        from opentelemetry.sdk.trace.export.in_memory_span_exporter import (
+            InMemorySpanExporter,
+        )
+    except ImportError:
+        return None
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+
+    def switch_on() -> Callable[[], None]:
+        undo = registry.instrument(provider)
+
+        def switch_off() -> None:
+            undo()
+            exporter.clear()
+
+        return switch_off
+
+    return switch_on
 
 
 def deep_list(depth: int) -> list[Any]:
