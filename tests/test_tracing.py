@@ -404,6 +404,37 @@ async def test_a_denial_is_an_error_span(traces: Traces) -> None:
     assert "not today" not in repr(attrs(span))  # messages are not recorded
 
 
+async def test_guards_are_counted_and_the_one_that_denied_is_named(traces: Traces) -> None:
+    registry = ToolRegistry()
+    registry.register(echo())
+
+    def no_secrets(execution: ToolExecution) -> str | None:
+        return "no secrets" if "secret" in str(execution.arguments) else None
+
+    def short(execution: ToolExecution) -> str | None:
+        return None
+
+    def broken(execution: ToolExecution) -> str | None:
+        raise RuntimeError("oops")
+
+    registry.guard(short)
+    registry.guard(no_secrets)
+    registry.instrument(traces.provider)
+    await registry.execute(call("fine", call_id="ok"))
+    await registry.execute(call("secret", call_id="no"))
+    undo = registry.guard(broken)
+    await registry.execute(call("fine", call_id="broken"))
+    undo()
+    passed, denied, failed = traces.spans
+    assert attrs(passed)["dsh.guards"] == 2 and "dsh.guard.stopped_by" not in attrs(passed)
+    assert (attrs(denied)["dsh.guards"], attrs(denied)["dsh.guard.stopped_by"]) == (
+        2, "test_guards_are_counted_and_the_one_that_denied_is_named.<locals>.no_secrets")
+    assert error_of(denied) == (StatusCode.ERROR, "DENIED")
+    assert attrs(failed)["dsh.guards"] == 3
+    assert str(attrs(failed)["dsh.guard.stopped_by"]).endswith("broken")
+    assert error_of(failed) == (StatusCode.ERROR, "HOOK_FAILED")
+
+
 async def test_post_execute_decisions(traces: Traces) -> None:
     registry = ToolRegistry()
     registry.register(echo())

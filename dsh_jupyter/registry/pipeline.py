@@ -286,17 +286,22 @@ async def _policy(registry: RegistryView, execution: ToolExecution,
         decision = answered
     if isinstance(decision, Deny):
         return failure(decision.reason, "DENIED")
-    for guard in guards:
+    for checked, guard in enumerate(guards, start=1):
         try:
             reason = guard(execution)
         except Exception as exc:
-            return failure(f"guard {_name(guard)} failed: {_describe(exc)}", "HOOK_FAILED")
-        if reason is None:
-            continue
-        if not isinstance(reason, str):
-            return failure(f"guard {_name(guard)} returned {reason!r}; expected a reason "
-                           "string or None", "HOOK_FAILED")
-        return failure(reason, "DENIED")
+            reason = failure(f"guard {_name(guard)} failed: {_describe(exc)}", "HOOK_FAILED")
+        else:
+            if reason is None:
+                continue
+            if not isinstance(reason, str):
+                reason = failure(f"guard {_name(guard)} returned {reason!r}; expected a "
+                                 "reason string or None", "HOOK_FAILED")
+        if span is not None:
+            span.guards(checked, stopped_by=_name(guard))
+        return reason if isinstance(reason, ToolFailure) else failure(reason, "DENIED")
+    if span is not None and guards:
+        span.guards(len(guards))
     return None
 
 

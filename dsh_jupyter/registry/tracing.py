@@ -115,6 +115,12 @@ class CallSpan:
         pipeline's own are set after them, so they win on a clash."""
         self._attributes.update(attributes)
 
+    def guards(self, checked: int, *, stopped_by: str | None = None) -> None:
+        """How many guards ran; the one that denied the call (or failed), if one did."""
+        self._attributes["dsh.guards"] = checked
+        if stopped_by is not None:
+            self._attributes["dsh.guard.stopped_by"] = stopped_by
+
     def post(self, kind: str) -> None:
         """The last decision a post-execute hook returned: accept, block or replace."""
         self._attributes["dsh.post_execute"] = kind
