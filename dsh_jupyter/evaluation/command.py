@@ -71,8 +71,9 @@ class NotebookRun:
 
 
 def default_notebook() -> Path:
-    """``notebooks/evaluation.ipynb`` of the source tree this package runs from."""
-    return Path(__file__).resolve().parents[2] / "notebooks" / NOTEBOOK_NAME
+    """The evaluation notebook shipped in the package (``notebooks/evaluation.ipynb`` of
+    a checkout is a link to it), so an installed wheel runs it too."""
+    return Path(__file__).resolve().parent / "data" / NOTEBOOK_NAME
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -89,7 +90,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("-o", "--output-dir", type=Path, default=DEFAULT_OUTPUT,
                         help=f"where notebooks and results go (default: {DEFAULT_OUTPUT})")
     parser.add_argument("--notebook", type=Path, default=None,
-                        help="the notebook to run (default: notebooks/evaluation.ipynb)")
+                        help="the notebook to run (default: the one shipped in the package, "
+                             "notebooks/evaluation.ipynb in a checkout)")
     parser.add_argument("--kernel", default=None, help="kernel name (default: the notebook's)")
     parser.add_argument("--cell-timeout", type=float, default=None, metavar="SECONDS",
                         help="fail a notebook cell that runs longer than this")
@@ -107,8 +109,7 @@ def run_command(options: argparse.Namespace, *, out: TextIO | None = None) -> in
     try:
         notebook = options.notebook or default_notebook()
         if not notebook.is_file():
-            raise UsageError(f"notebook {notebook} not found; pass --notebook PATH "
-                             "(an installed package does not include notebooks/)")
+            raise UsageError(f"notebook {notebook} not found; pass --notebook PATH")
         shared: dict[str, JsonValue] = {name: parse_value(value)
                                         for name, value in options.param}
         if options.modes:
