@@ -126,15 +126,19 @@ def root_trace_id(url: str) -> str:
 
 
 def screenshot(url: str, trace_id: str, output: Path) -> None:
-    """The trace panel: the span tree on the left, the root span's attributes expanded."""
+    """The trace panel: the span tree on the left, the run_code span's attributes."""
     with sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path=CHROMIUM, headless=True,
                                              args=["--no-sandbox", "--disable-gpu"])
-        page = browser.new_page(viewport={"width": 1500, "height": 900})
+        page = browser.new_page(viewport={"width": 1500, "height": 1400})
         page.goto(f"{url}/redirects/traces/{trace_id}")  # Phoenix's link to a trace by id
         page.wait_for_load_state("networkidle")
         panel = page.get_by_role("dialog")
-        panel.get_by_role("button", name="Attributes", exact=True).click()
+        # The run_code span: its attributes say how the program ran (kernel, budgets). A
+        # tool span's attribute table is open by default.
+        panel.get_by_text("execute_tool run_code", exact=True).first.click()
+        page.wait_for_url("**selectedSpanNodeId=**")
+        panel.get_by_text("dsh.kernel.source", exact=True).wait_for()
         page.wait_for_timeout(500)  # the section's opening animation
         panel.screenshot(path=str(output))
         browser.close()
