@@ -169,14 +169,16 @@ class ModelUnavailableError(ModelError):
 
 
 class ModelResponseError(ModelError):
-    """The response does not have the chat-completions shape: ``field`` is the path
-    of the first offending field (``""`` for the body itself)."""
+    """The response does not have the shape of its API (``kind``: ``chat-completions``,
+    ``responses``, ``messages``): ``field`` is the path of the first offending field
+    (``""`` for the body itself)."""
 
     default_code = "MODEL_RESPONSE_INVALID"
 
-    def __init__(self, field: str, problem: str, *, attempts: int = 1) -> None:
+    def __init__(self, field: str, problem: str, *, attempts: int = 1,
+                 kind: str = "chat-completions") -> None:
         where = field or "the response body"
-        super().__init__(f"malformed chat-completions response: {where}: {problem}",
+        super().__init__(f"malformed {kind} response: {where}: {problem}",
                          attempts=attempts)
         self.field = field
         self.problem = problem

@@ -29,7 +29,7 @@ class Reply:
 @dataclass
 class Received:
     path: str
-    headers: dict[str, str]
+    headers: dict[str, str]  # names lower-cased: clients differ in how they spell them
     body: Any
 
 
@@ -119,8 +119,8 @@ class ChatServer:
                     body = json.loads(raw)
                 except ValueError:
                     body = raw
-                reply = server._next(Received(path=self.path, headers=dict(self.headers),
-                                              body=body))
+                headers = {name.lower(): value for name, value in self.headers.items()}
+                reply = server._next(Received(path=self.path, headers=headers, body=body))
                 if reply is None:
                     server.unexpected.append(self.path)
                     reply = Reply(status=500, body={"error": {"message": "no reply scripted"}})
@@ -132,8 +132,8 @@ class ChatServer:
                 payload = (reply.body if isinstance(reply.body, bytes)
                            else json.dumps(reply.body).encode())
                 self.send_response(reply.status)
-                headers = {"Content-Type": "application/json", **reply.headers}
-                for name, value in headers.items():
+                sent = {"Content-Type": "application/json", **reply.headers}
+                for name, value in sent.items():
                     self.send_header(name, value)
                 self.send_header("Content-Length", str(len(payload)))
                 self.end_headers()
