@@ -1,4 +1,6 @@
-"""A scripted OpenAI-compatible chat-completions server on 127.0.0.1, over real HTTP.
+"""A scripted model server on 127.0.0.1, over real HTTP: it answers any POST path,
+so it speaks chat completions, the Responses API or Anthropic Messages, whichever
+bodies are scripted (:func:`completion`, :func:`response`, :func:`message`).
 
 Replies are queued in order; each request takes the next one. A reply is a JSON
 body (or raw bytes) with a status and headers, optionally delayed, or a dropped
@@ -54,6 +56,42 @@ def completion(content: str | None = None, calls: Sequence[tuple[str, str, Any]]
     return body
 
 
+def response(content: str | None = None, calls: Sequence[tuple[str, str, Any]] = (),
+             *, usage: tuple[int, int] | None = (100, 10)) -> dict[str, Any]:
+    """A Responses API body: a message item with ``content``, then one
+    ``function_call`` item per ``(call_id, name, arguments)``."""
+    output: list[dict[str, Any]] = []
+    if content is not None:
+        output.append({"type": "message", "id": "msg_1", "role": "assistant",
+                       "status": "completed",
+                       "content": [{"type": "output_text", "text": content,
+                                    "annotations": []}]})
+    output.extend({"type": "function_call", "id": f"fc_{call_id}", "call_id": call_id,
+                   "name": name, "status": "completed",
+                   "arguments": args if isinstance(args, str) else json.dumps(args)}
+                  for call_id, name, args in calls)
+    body: dict[str, Any] = {"id": "resp_test", "object": "response", "created_at": 0,
+                            "status": "completed", "error": None, "model": "test-model",
+                            "output": output}
+    if usage is not None:
+        body["usage"] = {"input_tokens": usage[0], "output_tokens": usage[1],
+                         "total_tokens": sum(usage)}
+    return body
+
+
+def message(*texts: str, calls: Sequence[tuple[str, str, Any]] = (),
+            usage: Mapping[str, int] | None = None) -> dict[str, Any]:
+    """An Anthropic Messages body: one text block per text, then one ``tool_use``
+    block per ``(id, name, input)``."""
+    content: list[dict[str, Any]] = [{"type": "text", "text": t} for t in texts]
+    content.extend({"type": "tool_use", "id": call_id, "name": name, "input": args}
+                   for call_id, name, args in calls)
+    return {"id": "msg_test", "type": "message", "role": "assistant", "model": "test-model",
+            "content": content, "stop_reason": "tool_use" if calls else "end_turn",
+            "stop_sequence": None,
+            "usage": dict(usage or {"input_tokens": 100, "output_tokens": 10})}
+
+
 class ChatServer:
     def __init__(self) -> None:
         self.replies: deque[Reply] = deque()
@@ -71,6 +109,11 @@ class ChatServer:
     def base_url(self) -> str:
         host, port = self._server.server_address[:2]
         return f"http://{host!s}:{port}/v1"
+
+    @property
+    def root_url(self) -> str:
+        """The base URL without ``/v1`` (Anthropic's clients add it)."""
+        return self.base_url.removesuffix("/v1")
 
     def reply(self, body: Any = None, **kw: Any) -> None:
         self.replies.append(Reply(body=body, **kw))
