@@ -4,6 +4,7 @@ block mapping, parallel tool use, cache breakpoints, retries, errors, abort."""
 from __future__ import annotations
 
 import asyncio
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -25,6 +26,8 @@ from dsh_jupyter.agent import (
     ModelResponseError,
     ModelUnavailableError,
     RetryPolicy,
+    ScriptedModel,
+    dump_script,
     run_agent,
 )
 from dsh_jupyter.agent.adapters._http import require_sdk
@@ -74,8 +77,8 @@ async def test_a_text_answer(server: ChatServer, claude: AnthropicChatModel) -> 
     assert sent.headers["authorization"] == "Bearer sk-ant" or sent.headers["x-api-key"]
 
 
-async def test_parallel_tool_use_in_a_full_run(server: ChatServer,
-                                               claude: AnthropicChatModel) -> None:
+async def test_parallel_tool_use_in_a_full_run(server: ChatServer, claude: AnthropicChatModel,
+                                               tmp_path: Path) -> None:
     registry = ToolRegistry()
     registry.register(word_count())
     registry.on_post_execute(lambda execution, result: Accept(contexts=[
@@ -112,6 +115,12 @@ async def test_parallel_tool_use_in_a_full_run(server: ChatServer,
             {"type": "text", "text": "word_count ran"},
             {"type": "text", "text": "word_count ran"}]}]
     assert result.accounting.prompt_tokens == 200
+
+    script = tmp_path / "recorded.json"
+    dump_script(result.responses, script)
+    replayed = await run_agent(registry, ScriptedModel.from_file(script),
+                               "Count 'one two three' and 'four five'.")
+    assert replayed.messages == result.messages
 
 
 async def test_tool_use_arguments_come_back_as_json_text(server: ChatServer,
