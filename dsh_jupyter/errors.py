@@ -22,7 +22,7 @@ used inside the pipeline to carry a code to the failure it becomes::
     └── ModelError                MODEL_ERROR            a model request failed
         ├── ModelHTTPError        MODEL_HTTP_ERROR       non-retryable status, or retries exhausted
         ├── ModelUnavailableError MODEL_UNAVAILABLE      connection errors or timeouts, every retry
-        ├── ModelResponseError    MODEL_RESPONSE_INVALID not a chat completion (names the field)
+        ├── ModelResponseError    MODEL_RESPONSE_INVALID not a response of its API (names the field)
         ├── ScriptExhaustedError  SCRIPT_EXHAUSTED       a scripted model ran out of responses
         └── ScriptMismatchError   SCRIPT_MISMATCH        a recorded response expects other tools
 
