@@ -4,6 +4,9 @@ block mapping, parallel tool use, cache breakpoints, retries, errors, abort."""
 from __future__ import annotations
 
 import asyncio
+import subprocess
+import sys
+import textwrap
 from pathlib import Path
 from typing import Any
 
@@ -273,4 +276,28 @@ def test_a_missing_client_package_names_the_extra() -> None:
         require_sdk("dsh_no_such_sdk", "SomeModel")
     assert str(caught.value) == ("SomeModel needs the dsh_no_such_sdk package: "
                                  "pip install 'dsh-jupyter[dsh_no_such_sdk]'")
+
+
+def test_the_core_runs_without_the_client_packages() -> None:
+    # A fresh interpreter where importing openai or anthropic fails, as without the extras.
+    program = textwrap.dedent("""
+        import asyncio, sys
+        sys.modules["openai"] = sys.modules["anthropic"] = None
+        from dsh_jupyter import ToolRegistry
+        from dsh_jupyter.agent import (AnthropicChatModel, ModelConfigError, OpenAIChatModel,
+                                       ScriptedModel, run_agent)
+        result = asyncio.run(run_agent(ToolRegistry(), ScriptedModel([{"content": "ok"}]), "hi"))
+        assert result.answer == "ok", result
+        for adapter in (OpenAIChatModel, AnthropicChatModel):
+            try:
+                adapter(model="m")
+            except ModelConfigError as error:
+                print(error)
+    """)
+    done = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True,
+                          timeout=60, check=False)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == [
+        "OpenAIChatModel needs the openai package: pip install 'dsh-jupyter[openai]'",
+        "AnthropicChatModel needs the anthropic package: pip install 'dsh-jupyter[anthropic]'"]
 

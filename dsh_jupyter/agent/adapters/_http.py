@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import asyncio
 import email.utils
-import importlib
 import importlib.util
 import json
 import random
+import sys
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -51,13 +51,11 @@ class RetryPolicy:
 
 def require_sdk(package: str, adapter: str) -> None:
     """Fail at construction, not at the first request, when the extra is missing."""
-    if importlib.util.find_spec(package) is None:
+    installed = (sys.modules[package] is not None if package in sys.modules
+                 else importlib.util.find_spec(package) is not None)
+    if not installed:
         raise ModelConfigError(f"{adapter} needs the {package} package: "
                                f"pip install 'dsh-jupyter[{package}]'")
-
-
-def import_sdk(package: str) -> ModuleType:
-    return importlib.import_module(package)
 
 
 def default_timeout() -> httpx2.Timeout:
