@@ -21,11 +21,27 @@ from typing import Any
 
 @dataclass
 class Reply:
+    """``cut`` sends only that many bytes of the body, then closes the connection, or,
+    with ``pause``, waits that long before sending the rest (a stream mid-way)."""
+
     body: Any = None
     status: int = 200
     headers: Mapping[str, str] = field(default_factory=dict)
     delay: float = 0.0
     drop: bool = False
+    cut: int | None = None
+    pause: float = 0.0
+
+
+def sse(*events: tuple[str | None, Any]) -> bytes:
+    """Server-sent events: ``(event name or None, data)``; data other than a string
+    is sent as JSON."""
+    lines = []
+    for name, data in events:
+        head = f"event: {name}\n" if name else ""
+        text = data if isinstance(data, str) else json.dumps(data)
+        lines.append(f"{head}data: {text}\n\n")
+    return "".join(lines).encode()
 
 
 @dataclass
@@ -118,6 +134,10 @@ class ChatServer:
     def reply(self, body: Any = None, **kw: Any) -> None:
         self.replies.append(Reply(body=body, **kw))
 
+    def stream(self, body: bytes, **kw: Any) -> None:
+        """Reply with an event stream (see :func:`sse`)."""
+        self.reply(body, headers={"Content-Type": "text/event-stream"}, **kw)
+
     def answer(self, content: str | None = None, calls: Sequence[tuple[str, str, Any]] = (),
                **kw: Any) -> None:
         self.reply(completion(content, calls), **kw)
@@ -180,6 +200,15 @@ class ChatServer:
                     self.send_header(name, value)
                 self.send_header("Content-Length", str(len(payload)))
                 self.end_headers()
-                self.wfile.write(payload)
+                if reply.cut is None:
+                    self.wfile.write(payload)
+                    return
+                self.wfile.write(payload[:reply.cut])
+                self.wfile.flush()
+                if not reply.pause:
+                    self.close_connection = True
+                    return
+                server._release.wait(reply.pause)
+                self.wfile.write(payload[reply.cut:])
 
         return Handler

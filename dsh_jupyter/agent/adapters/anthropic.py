@@ -26,6 +26,7 @@ from ..errors import ModelConfigError
 from ..model import ChatRequest, ModelResponse
 from ._http import RetryPolicy, default_timeout, json_body, require_sdk, send_with_retries
 from ._messages_wire import KIND, messages_body, parse_message
+from ._streams import MessagesFold, read_stream
 
 if TYPE_CHECKING:
     import httpx2
@@ -42,7 +43,8 @@ class AnthropicChatModel:
     """A :class:`~dsh_jupyter.agent.model.ChatModel` for ``POST {base_url}/v1/messages``.
 
     ``max_tokens`` bounds each response (the API requires a bound);
-    ``cache=False`` leaves out the prompt-cache breakpoints. ``timeout``,
+    ``cache=False`` leaves out the prompt-cache breakpoints; ``stream=True`` streams
+    the answer's text to the request's ``on_text``. ``timeout``,
     ``retry``, ``options`` (extra body fields: ``temperature``, ``thinking``, ...),
     ``headers`` and ``client`` (an ``httpx2.AsyncClient`` the caller owns) are as
     for :class:`~dsh_jupyter.agent.OpenAIChatModel`.
@@ -53,7 +55,8 @@ class AnthropicChatModel:
 
     def __init__(self, *, model: str, api_key: str | None = None,
                  base_url: str = DEFAULT_BASE_URL, max_tokens: int = DEFAULT_MAX_TOKENS,
-                 cache: bool = True, timeout: float | httpx2.Timeout | None = None,
+                 cache: bool = True, stream: bool = False,
+                 timeout: float | httpx2.Timeout | None = None,
                  retry: RetryPolicy | None = None, options: Mapping[str, JsonValue] | None = None,
                  headers: Mapping[str, str] | None = None,
                  client: httpx2.AsyncClient | None = None) -> None:
@@ -70,6 +73,7 @@ class AnthropicChatModel:
         self.url = f"{self.base_url}/v1/messages"
         self.max_tokens = max_tokens
         self.cache = cache
+        self.stream = stream
         self.timeout = timeout
         self.retry = retry or RetryPolicy()
         if self.retry.max_attempts < 1:
@@ -137,6 +141,8 @@ class AnthropicChatModel:
             default_headers=self._headers, http_client=http)
         no_key = {"Authorization": anthropic.omit, "X-Api-Key": anthropic.omit}
         body = messages_body(request, cache=self.cache)
+        if self.stream:
+            body["stream"] = True
         options: dict[str, Any] = {
             "extra_body": self.options or None,
             "extra_headers": None if self._api_key else no_key,
@@ -148,7 +154,16 @@ class AnthropicChatModel:
             http_response: httpx2.Response = raw.http_response
             return http_response
 
-        response, attempts = await send_with_retries(send, sdk=anthropic, what=f"POST {self.url}",
+        what = f"POST {self.url}"
+        response, attempts = await send_with_retries(send, sdk=anthropic, what=what,
                                                      retry=self.retry, signal=signal)
-        return parse_message(json_body(response, attempts=attempts, kind=KIND),
-                             attempts=attempts)
+        if not self.stream:
+            return parse_message(json_body(response, attempts=attempts, kind=KIND),
+                                 attempts=attempts)
+        try:
+            received = await signal.run(read_stream(
+                response, MessagesFold(), on_text=request.on_text, attempts=attempts,
+                kind=KIND, what=what))
+        finally:
+            await response.aclose()
+        return parse_message(received, attempts=attempts)

@@ -33,6 +33,7 @@ from ..model import ChatRequest, ModelResponse
 from ..wire import parse_chat_completion
 from ._http import RetryPolicy, default_timeout, json_body, require_sdk, send_with_retries
 from ._responses_wire import parse_response, responses_body
+from ._streams import ChatFold, ResponsesFold, read_stream
 
 if TYPE_CHECKING:
     import httpx2
@@ -57,6 +58,10 @@ class OpenAIChatModel:
     (the HTTP client the ``openai`` package uses) that the caller owns and closes; by
     default each request opens and closes its own. ``openai`` is imported on first
     use, so importing dsh_jupyter stays quick.
+
+    ``stream=True`` asks for a streamed response and passes each piece of text to
+    the request's ``on_text`` as it arrives (the loop emits them as
+    ``agent/text-delta`` events); the response returned is the same.
     """
 
     provider = "openai"
@@ -65,7 +70,7 @@ class OpenAIChatModel:
 
     def __init__(self, *, model: str, base_url: str = DEFAULT_BASE_URL,
                  api_key: str | None = None, api: Literal["chat", "responses"] = "chat",
-                 timeout: float | httpx2.Timeout | None = None,
+                 stream: bool = False, timeout: float | httpx2.Timeout | None = None,
                  retry: RetryPolicy | None = None, options: Mapping[str, JsonValue] | None = None,
                  headers: Mapping[str, str] | None = None,
                  client: httpx2.AsyncClient | None = None) -> None:
@@ -79,6 +84,7 @@ class OpenAIChatModel:
         require_sdk("openai", "OpenAIChatModel")
         self.model = model
         self.api = api
+        self.stream = stream
         self.base_url = base_url.rstrip("/")
         self.url = f"{self.base_url}/{_PATHS[api]}"
         self.timeout = timeout
@@ -151,6 +157,8 @@ class OpenAIChatModel:
             "timeout": default_timeout() if self.timeout is None else self.timeout}
         if self.api == "chat":
             body = request.body()
+            if self.stream:
+                body.update(stream=True, stream_options={"include_usage": True})
 
             async def send() -> httpx2.Response:
                 raw = await client.chat.completions.with_raw_response.create(**body, **common)
@@ -158,17 +166,28 @@ class OpenAIChatModel:
                 return http_response
         else:
             body = responses_body(request)
+            if self.stream:
+                body["stream"] = True
 
             async def send() -> httpx2.Response:
                 raw = await client.responses.with_raw_response.create(**body, **common)
                 http_response: httpx2.Response = raw.http_response
                 return http_response
 
-        response, attempts = await send_with_retries(send, sdk=openai, what=f"POST {self.url}",
+        what = f"POST {self.url}"
+        response, attempts = await send_with_retries(send, sdk=openai, what=what,
                                                      retry=self.retry, signal=signal)
+        kind = "chat-completions" if self.api == "chat" else "responses"
+        if self.stream:
+            fold = ChatFold() if self.api == "chat" else ResponsesFold()
+            try:
+                received = await signal.run(read_stream(
+                    response, fold, on_text=request.on_text, attempts=attempts, kind=kind,
+                    what=what))
+            finally:
+                await response.aclose()
+        else:
+            received = json_body(response, attempts=attempts, kind=kind)
         if self.api == "chat":
-            return parse_chat_completion(
-                json_body(response, attempts=attempts, kind="chat-completions"),
-                attempts=attempts)
-        return parse_response(json_body(response, attempts=attempts, kind="responses"),
-                              attempts=attempts)
+            return parse_chat_completion(received, attempts=attempts)
+        return parse_response(received, attempts=attempts)
