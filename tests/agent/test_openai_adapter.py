@@ -7,6 +7,7 @@ import asyncio
 import socket
 from typing import Any
 
+import httpx
 import httpx2
 import pytest
 from agent_support import ChatServer, completion
@@ -197,6 +198,9 @@ def test_from_env() -> None:
         OpenAIChatModel.from_env({"OPENAI_API_KEY": "k"})
     with pytest.raises(ModelConfigError, match="base_url must be an http"):
         OpenAIChatModel(model="m", base_url="localhost:11434")
+    with pytest.raises(ModelConfigError,
+                       match=r"client must be an httpx2\.AsyncClient .*, got httpx\.AsyncClient"):
+        OpenAIChatModel(model="m", client=httpx.AsyncClient())  # type: ignore[arg-type]
 
 
 def test_backoff_grows_with_jitter_and_is_capped() -> None:

@@ -58,6 +58,19 @@ def require_sdk(package: str, adapter: str) -> None:
                                f"pip install 'dsh-jupyter[{package}]'")
 
 
+def check_client(client: object) -> None:
+    """A caller's client must be what the SDKs send through (an ``httpx.AsyncClient``,
+    what the hand-written adapter took, is not)."""
+    if client is None:
+        return
+    import httpx2
+
+    if not isinstance(client, httpx2.AsyncClient):
+        kind = f"{type(client).__module__}.{type(client).__qualname__}"
+        raise ModelConfigError(f"client must be an httpx2.AsyncClient (the HTTP client of the "
+                               f"openai and anthropic packages), got {kind}")
+
+
 def default_timeout() -> httpx2.Timeout:
     import httpx2
 

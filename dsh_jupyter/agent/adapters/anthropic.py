@@ -24,7 +24,14 @@ from ...abort import AbortSignal
 from ...json_value import JsonValue
 from ..errors import ModelConfigError
 from ..model import ChatRequest, ModelResponse
-from ._http import RetryPolicy, default_timeout, json_body, require_sdk, send_with_retries
+from ._http import (
+    RetryPolicy,
+    check_client,
+    default_timeout,
+    json_body,
+    require_sdk,
+    send_with_retries,
+)
 from ._messages_wire import KIND, messages_body, parse_message
 from ._streams import MessagesFold, read_stream
 
@@ -68,6 +75,7 @@ class AnthropicChatModel:
         if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1:
             raise ModelConfigError(f"max_tokens must be a positive integer, got {max_tokens!r}")
         require_sdk("anthropic", "AnthropicChatModel")
+        check_client(client)
         self.model = model
         self.base_url = base_url.rstrip("/")
         self.url = f"{self.base_url}/v1/messages"

@@ -31,7 +31,14 @@ from ...json_value import JsonValue
 from ..errors import ModelConfigError
 from ..model import ChatRequest, ModelResponse
 from ..wire import parse_chat_completion
-from ._http import RetryPolicy, default_timeout, json_body, require_sdk, send_with_retries
+from ._http import (
+    RetryPolicy,
+    check_client,
+    default_timeout,
+    json_body,
+    require_sdk,
+    send_with_retries,
+)
 from ._responses_wire import parse_response, responses_body
 from ._streams import ChatFold, ResponsesFold, read_stream
 
@@ -82,6 +89,7 @@ class OpenAIChatModel:
         if api not in _PATHS:
             raise ModelConfigError(f'api must be "chat" or "responses", got {api!r}')
         require_sdk("openai", "OpenAIChatModel")
+        check_client(client)
         self.model = model
         self.api = api
         self.stream = stream
