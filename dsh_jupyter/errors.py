@@ -170,7 +170,7 @@ class ModelUnavailableError(ModelError):
 
 class ModelResponseError(ModelError):
     """The response does not have the shape of its API (``kind``: ``chat-completions``,
-    ``responses``, ``messages``): ``field`` is the path of the first offending field
+    ``Responses API``, ``Messages API``): ``field`` is the path of the first offending field
     (``""`` for the body itself)."""
 
     default_code = "MODEL_RESPONSE_INVALID"

@@ -237,7 +237,7 @@ async def test_malformed_responses_name_the_field(server: ChatServer, claude: An
         await claude.complete(HELLO, signal=AbortSignal.never())
     assert caught.value.field == field and len(server.received) == 1
     where = field or "the response body"
-    assert str(caught.value).startswith(f"malformed messages response: {where}: {problem}")
+    assert str(caught.value).startswith(f"malformed Messages API response: {where}: {problem}")
 
 
 async def test_abort_mid_request_stops_promptly(server: ChatServer,

@@ -144,7 +144,7 @@ async def test_malformed_responses_name_the_field(server: ChatServer, responses:
     with pytest.raises(ModelResponseError) as caught:
         await responses.complete(HELLO, signal=AbortSignal.never())
     assert caught.value.field == field and len(server.received) == 1
-    assert str(caught.value) == f"malformed responses response: {field}: {problem}"
+    assert str(caught.value) == f"malformed Responses API response: {field}: {problem}"
 
 
 async def test_abort_mid_request_stops_promptly(server: ChatServer,

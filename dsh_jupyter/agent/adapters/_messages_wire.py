@@ -23,7 +23,7 @@ from ..errors import ModelResponseError
 from ..model import ChatRequest, ModelResponse, ModelToolCall
 from ..wire import Parser, describe
 
-KIND = "messages"
+KIND = "Messages API"
 EPHEMERAL: dict[str, Any] = {"type": "ephemeral"}
 _STOP_REASONS = {"end_turn": "stop", "stop_sequence": "stop", "tool_use": "tool_calls",
                  "max_tokens": "length", "refusal": "content_filter"}

@@ -16,7 +16,7 @@ from ..errors import ModelResponseError
 from ..model import ChatRequest, ModelResponse, ModelToolCall
 from ..wire import Parser, describe
 
-KIND = "responses"
+KIND = "Responses API"
 _INCOMPLETE = {"max_output_tokens": "length", "content_filter": "content_filter"}
 
 

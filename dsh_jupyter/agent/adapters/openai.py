@@ -39,6 +39,7 @@ from ._http import (
     require_sdk,
     send_with_retries,
 )
+from ._responses_wire import KIND as RESPONSES
 from ._responses_wire import parse_response, responses_body
 from ._streams import ChatFold, ResponsesFold, read_stream
 
@@ -185,7 +186,7 @@ class OpenAIChatModel:
         what = f"POST {self.url}"
         response, attempts = await send_with_retries(send, sdk=openai, what=what,
                                                      retry=self.retry, signal=signal)
-        kind = "chat-completions" if self.api == "chat" else "responses"
+        kind = "chat-completions" if self.api == "chat" else RESPONSES
         if self.stream:
             fold = ChatFold() if self.api == "chat" else ResponsesFold()
             try:
