@@ -205,7 +205,7 @@ SUMMARIES: dict[str, str] = {
                       "(`.status`).",
     "ModelUnavailableError": "`MODEL_UNAVAILABLE`: connection errors or timeouts on every "
                              "attempt.",
-    "ModelResponseError": "`MODEL_RESPONSE_INVALID`: the body is not a chat completion "
+    "ModelResponseError": "`MODEL_RESPONSE_INVALID`: the body is not a response of its API "
                           "(`.field` names the first bad field).",
     "ScriptExhaustedError": "`SCRIPT_EXHAUSTED`: a scripted model ran out of responses.",
     "ScriptMismatchError": "`SCRIPT_MISMATCH`: a request did not offer the tools a recorded "

@@ -22,7 +22,7 @@ used inside the pipeline to carry a code to the failure it becomes::
     └── ModelError                MODEL_ERROR            a model request failed
         ├── ModelHTTPError        MODEL_HTTP_ERROR       non-retryable status, or retries exhausted
         ├── ModelUnavailableError MODEL_UNAVAILABLE      connection errors or timeouts, every retry
-        ├── ModelResponseError    MODEL_RESPONSE_INVALID not a chat completion (names the field)
+        ├── ModelResponseError    MODEL_RESPONSE_INVALID not a response of its API (names the field)
         ├── ScriptExhaustedError  SCRIPT_EXHAUSTED       a scripted model ran out of responses
         └── ScriptMismatchError   SCRIPT_MISMATCH        a recorded response expects other tools
 
@@ -169,14 +169,16 @@ class ModelUnavailableError(ModelError):
 
 
 class ModelResponseError(ModelError):
-    """The response does not have the chat-completions shape: ``field`` is the path
-    of the first offending field (``""`` for the body itself)."""
+    """The response does not have the shape of its API (``kind``: ``chat-completions``,
+    ``Responses API``, ``Messages API``): ``field`` is the path of the first offending field
+    (``""`` for the body itself)."""
 
     default_code = "MODEL_RESPONSE_INVALID"
 
-    def __init__(self, field: str, problem: str, *, attempts: int = 1) -> None:
+    def __init__(self, field: str, problem: str, *, attempts: int = 1,
+                 kind: str = "chat-completions") -> None:
         where = field or "the response body"
-        super().__init__(f"malformed chat-completions response: {where}: {problem}",
+        super().__init__(f"malformed {kind} response: {where}: {problem}",
                          attempts=attempts)
         self.field = field
         self.problem = problem

@@ -228,6 +228,17 @@ class AgentResponseEvent(TypedDict):
     time: float
 
 
+class AgentTextDeltaEvent(TypedDict):
+    """A piece of the answer's text as it streams in (only from a model that streams;
+    the whole text follows in the assistant ``agent/message``)."""
+
+    kind: Literal["agent/text-delta"]
+    run_id: str
+    step: int
+    text: str
+    time: float
+
+
 class AgentRunEndEvent(TypedDict):
     kind: Literal["agent/run-end"]
     run_id: str
@@ -244,16 +255,16 @@ class AgentRunEndEvent(TypedDict):
 
 
 AgentEvent: TypeAlias = (
-    AgentRunStartEvent | AgentMessageEvent | AgentRequestEvent | AgentResponseEvent
-    | AgentRunEndEvent
+    AgentRunStartEvent | AgentMessageEvent | AgentRequestEvent | AgentTextDeltaEvent
+    | AgentResponseEvent | AgentRunEndEvent
 )
 SessionEvent: TypeAlias = (
     ToolCallEvent | ToolResultEvent | CodeDispatchStartEvent | CodeDispatchRunningEvent
     | CodeDispatchEvent | CodeOutputEvent | ApprovalRequestEvent | ApprovalEvent | AgentEvent
 )
 EventSink: TypeAlias = Callable[[SessionEvent], None]
-AGENT_EVENT_KINDS = ("agent/run-start", "agent/message", "agent/request", "agent/response",
-                     "agent/run-end")
+AGENT_EVENT_KINDS = ("agent/run-start", "agent/message", "agent/request", "agent/text-delta",
+                     "agent/response", "agent/run-end")
 EVENT_KINDS = ("tool/call", "tool/result", "tool/code-dispatch-start",
                "tool/code-dispatch-running", "tool/code-dispatch", "tool/code-output",
                "tool/approval-request", "tool/approval", *AGENT_EVENT_KINDS)

@@ -1,6 +1,7 @@
 """The agent loop: drive a registry from a chat model, with accounting and events."""
 
 from .accounting import RequestAccounting, RunAccounting, SectionSize, estimate_tokens
+from .adapters.anthropic import AnthropicChatModel
 from .adapters.openai import OpenAIChatModel, RetryPolicy
 from .adapters.scripted import ScriptedModel, dump_script
 from .errors import (
@@ -23,6 +24,7 @@ __all__ = [
     "AgentEvent",
     "AgentResult",
     "AgentRun",
+    "AnthropicChatModel",
     "ChatMessage",
     "ChatModel",
     "ChatRequest",

@@ -11,7 +11,7 @@ keeps the partial transcript and accounting of a failed run::
         │                                                 exhausted on a retryable one
         ├── ModelUnavailableError MODEL_UNAVAILABLE       connection errors or timeouts after
         │                                                 every retry
-        ├── ModelResponseError    MODEL_RESPONSE_INVALID  the response is not a chat completion
+        ├── ModelResponseError    MODEL_RESPONSE_INVALID  the body is not a response of its API
         │                                                 (names the field and what came)
         ├── ScriptExhaustedError  SCRIPT_EXHAUSTED        a scripted model ran out of responses
         └── ScriptMismatchError   SCRIPT_MISMATCH         a recorded response expects other tools

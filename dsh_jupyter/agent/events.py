@@ -6,6 +6,8 @@ whole conversation and every tool card)::
     agent/run-start                       once: task, model, mode, scope
     agent/message  (system, user)         the first request's prompt and task
     agent/request → agent/response        per step: sizes sent; usage, latency, plan
+      agent/text-delta …                  between them, from a model that streams: the
+                                          answer's text as it arrives
     agent/message  (assistant)            the model's turn
       tool/call … tool/result             the registry's events for each call
     agent/message  (tool …, user …)       results in model order, then contexts
@@ -28,6 +30,7 @@ from ..events import (
     AgentResponseEvent,
     AgentRunEndEvent,
     AgentRunStartEvent,
+    AgentTextDeltaEvent,
     StopReason,
 )
 
@@ -39,5 +42,6 @@ __all__ = [
     "AgentResponseEvent",
     "AgentRunEndEvent",
     "AgentRunStartEvent",
+    "AgentTextDeltaEvent",
     "StopReason",
 ]

@@ -173,8 +173,14 @@ class _Run:
 
     async def take_step(self, assembly: PromptAssembly) -> StopReason | None:
         """One request and its tool calls; a stop reason if the run ends here."""
+        step = self.step
+
+        def on_text(text: str) -> None:
+            self.emit({"kind": "agent/text-delta", "run_id": self.run_id, "step": step,
+                       "text": text, "time": time.time()})
+
         request = ChatRequest(messages=tuple(self.messages),
-                              tools=function_tools(assembly.tools))
+                              tools=function_tools(assembly.tools), on_text=on_text)
         sizes = measure_request(step=self.step, instructions=self.instructions,
                                 assembly=assembly, request=request,
                                 tool_result_bytes=self.result_bytes,

@@ -14,6 +14,7 @@ because every adapter here speaks it or replays it. An adapter implements
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal, NotRequired, Protocol, TypeAlias, TypedDict
 
@@ -72,10 +73,16 @@ class FunctionTool(TypedDict):
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ChatRequest:
-    """One chat-completions request: the messages (system first) and the tools."""
+    """One chat-completions request: the messages (system first) and the tools.
+
+    ``on_text``, when set, is called with each piece of the answer's text as it
+    arrives, by a model that streams (the others ignore it); the response still
+    carries the whole text. The loop sets it to emit ``agent/text-delta`` events.
+    """
 
     messages: tuple[ChatMessage, ...]
     tools: tuple[FunctionTool, ...] = ()
+    on_text: Callable[[str], None] | None = field(default=None, compare=False, repr=False)
 
     @property
     def tool_names(self) -> tuple[str, ...]:

@@ -48,7 +48,7 @@ def describe(value: object) -> str:
 
 def parse_chat_completion(body: object, *, attempts: int = 1) -> ModelResponse:
     """The first choice of a chat-completions response body (already JSON-decoded)."""
-    parser = _Parser(attempts)
+    parser = Parser(attempts)
     root = parser.obj(body, "")
     if "choices" not in root and "error" in root:
         error = root["error"]
@@ -82,13 +82,31 @@ def parse_chat_completion(body: object, *, attempts: int = 1) -> ModelResponse:
     )
 
 
-class _Parser:
-    def __init__(self, attempts: int) -> None:
+class Parser:
+    """Checks received values field by field; ``kind`` names the API in errors."""
+
+    def __init__(self, attempts: int, kind: str = "chat-completions") -> None:
         self.attempts = attempts
+        self.kind = kind
 
     def fail(self, field: str, expected: str, received: object) -> NoReturn:
         raise ModelResponseError(field, f"{expected}, received {describe(received)}",
-                                 attempts=self.attempts)
+                                 attempts=self.attempts, kind=self.kind)
+
+    def text(self, value: object, field: str) -> str:
+        if not isinstance(value, str):
+            self.fail(field, "expected a string", value)
+        return value
+
+    def name(self, value: object, field: str) -> str:
+        if not isinstance(value, str) or not value:
+            self.fail(field, "expected a non-empty string", value)
+        return value
+
+    def array(self, value: object, field: str) -> list[Any]:
+        if not isinstance(value, list):
+            self.fail(field, "expected an array", value)
+        return value
 
     def obj(self, value: object, field: str) -> dict[str, Any]:
         if not isinstance(value, dict):

@@ -10,8 +10,10 @@ Every run gets a fresh :class:`~.world.World` and registry, so runs are
 independent; tasks run one after another (task by task, each in every mode) so
 wall times are not skewed by each other. ``model="scripted"`` replays the
 responses recorded with the task set; ``"openai"`` asks
-:meth:`OpenAIChatModel.from_env <dsh_jupyter.agent.OpenAIChatModel.from_env>`;
-any :class:`ModelFactory` gives each run its own model.
+:meth:`OpenAIChatModel.from_env <dsh_jupyter.agent.OpenAIChatModel.from_env>` and
+``"anthropic"`` :meth:`AnthropicChatModel.from_env
+<dsh_jupyter.agent.AnthropicChatModel.from_env>`; any :class:`ModelFactory` gives
+each run its own model.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from pathlib import Path
 from typing import Literal, Protocol, TypeAlias
 
 from ..agent import (
+    AnthropicChatModel,
     ChatModel,
     ModelResponse,
     OpenAIChatModel,
@@ -40,7 +43,7 @@ from .results import Evaluation, TaskRecord
 from .tasks import MODES, Mode, Task, TaskSet
 from .world import World, WorldData, world_registry
 
-ModelChoice: TypeAlias = Literal["scripted", "openai"]
+ModelChoice: TypeAlias = Literal["scripted", "openai", "anthropic"]
 RuntimeChoice: TypeAlias = Literal["kernel", "in-process"]
 DEFAULT_MAX_STEPS = 12
 
@@ -181,11 +184,13 @@ def _model_factory(model: ModelChoice | ModelFactory, task_set: TaskSet,
                              + ", ".join(missing) + "; use a real model (model='openai') "
                              "to run them, with record_dir= to record them")
         return scripted_model
-    if model == "openai":
-        shared = OpenAIChatModel.from_env()
+    if model in ("openai", "anthropic"):
+        shared: ChatModel = (OpenAIChatModel.from_env() if model == "openai"
+                             else AnthropicChatModel.from_env())
         return lambda task, mode: shared
     if isinstance(model, str):
-        raise ValueError(f"model must be 'scripted', 'openai' or a factory, not {model!r}")
+        raise ValueError(f"model must be 'scripted', 'openai', 'anthropic' or a factory, "
+                         f"not {model!r}")
     return model
 
 

@@ -81,7 +81,7 @@ async def test_native_mode_round_trip(server: ChatServer, model: OpenAIChatModel
     assert result.stop == "answered" and result.answer == "done: hi" and result.error is None
     first, second = server.received
     assert first.path == "/v1/chat/completions"
-    assert first.headers["Authorization"] == "Bearer sk-test"
+    assert first.headers["authorization"] == "Bearer sk-test"
     assert first.body["model"] == "test-model"
     assert first.body["tools"] == [{"type": "function", "function": {
         "name": "echo", "description": "Echo text.",

@@ -8,6 +8,7 @@ import socket
 from typing import Any
 
 import httpx
+import httpx2
 import pytest
 from agent_support import ChatServer, completion
 
@@ -171,7 +172,7 @@ async def test_tolerated_variants(server: ChatServer) -> None:
 async def test_options_headers_and_a_caller_owned_client(server: ChatServer) -> None:
     server.answer("a")
     server.answer("b")
-    async with httpx.AsyncClient() as client:
+    async with httpx2.AsyncClient() as client:
         model = quick(server.base_url, options={"temperature": 0}, headers={"X-Test": "1"},
                       client=client)
         await model.complete(HELLO, signal=AbortSignal.never())
@@ -180,7 +181,7 @@ async def test_options_headers_and_a_caller_owned_client(server: ChatServer) -> 
     first = server.received[0]
     assert first.body == {"model": "m", "temperature": 0,
                           "messages": [{"role": "user", "content": "hello"}]}
-    assert first.headers["X-Test"] == "1" and "Authorization" not in first.headers
+    assert first.headers["x-test"] == "1" and "authorization" not in first.headers
 
 
 def test_from_env() -> None:
@@ -197,6 +198,9 @@ def test_from_env() -> None:
         OpenAIChatModel.from_env({"OPENAI_API_KEY": "k"})
     with pytest.raises(ModelConfigError, match="base_url must be an http"):
         OpenAIChatModel(model="m", base_url="localhost:11434")
+    with pytest.raises(ModelConfigError,
+                       match=r"client must be an httpx2\.AsyncClient .*, got httpx\.AsyncClient"):
+        OpenAIChatModel(model="m", client=httpx.AsyncClient())  # type: ignore[arg-type]
 
 
 def test_backoff_grows_with_jitter_and_is_capped() -> None:

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from evaluation_support import ChatServer, task_file
 
-from dsh_jupyter.agent import ChatModel, ScriptedModel, run_agent
+from dsh_jupyter.agent import AnthropicChatModel, ChatModel, ScriptedModel, run_agent
 from dsh_jupyter.evaluation import (
     Task,
     TaskSet,
@@ -21,6 +21,7 @@ from dsh_jupyter.evaluation import (
     scripted_model,
     world_registry,
 )
+from dsh_jupyter.evaluation.runner import _model_factory
 from dsh_jupyter.evaluation.tasks import Mode
 from dsh_jupyter.testing import InProcessRuntime
 
@@ -190,10 +191,20 @@ async def test_bad_choices_are_refused(shipped: TaskSet) -> None:
         await run_evaluation(shipped, modes=["fast"])  # type: ignore[list-item]
     with pytest.raises(ValueError, match="modes repeat"):
         await run_evaluation(shipped, modes=["code", "code"])
-    with pytest.raises(ValueError, match="model must be 'scripted', 'openai' or a factory"):
+    with pytest.raises(ValueError,
+                       match="model must be 'scripted', 'openai', 'anthropic' or a factory"):
         await run_evaluation(shipped, model="gpt")  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="runtime must be 'kernel', 'in-process'"):
         await run_evaluation(shipped, runtime="docker")  # type: ignore[arg-type]
+
+
+def test_anthropic_model_from_the_environment(shipped: TaskSet,
+                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("DSH_MODEL", "claude-test")
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-test")
+    factory = _model_factory("anthropic", shipped, ["native"])
+    model = factory(shipped.task("ship-one-order"), "native")
+    assert isinstance(model, AnthropicChatModel) and model.name == "claude-test"
 
 
 async def test_openai_model_from_the_environment(shipped: TaskSet, tmp_path: Path,

@@ -1,1 +1,2 @@
-"""Model adapters: OpenAI-compatible HTTP, and a scripted model for offline runs."""
+"""Model adapters: OpenAI-compatible and Anthropic on their official clients, and a
+scripted model for offline runs."""

@@ -101,12 +101,20 @@ class ScriptedModel:
 
 def dump_script(responses: Sequence[ModelResponse], path: str | Path) -> None:
     """Write ``responses`` (e.g. ``result.responses`` of a real run) as a script
-    that :meth:`ScriptedModel.from_file` replays."""
+    that :meth:`ScriptedModel.from_file` replays. Chat-completions bodies are
+    written as received; a response of another API (Responses, Anthropic
+    Messages) in the short form: its text, calls and finish reason."""
     bodies: list[JsonValue] = []
     for number, response in enumerate(responses, start=1):
         if response.raw is None:
             raise ValueError(f"response {number} has no recorded body (raw is None)")
-        bodies.append(response.raw)
+        if isinstance(response.raw, dict) and "choices" in response.raw:
+            bodies.append(response.raw)
+            continue
+        bodies.append({"content": response.content,
+                       "tool_calls": [{"id": c.id, "name": c.name, "arguments": c.arguments}
+                                      for c in response.tool_calls],
+                       "finish_reason": response.finish_reason})
     Path(path).write_text(json.dumps(bodies, ensure_ascii=False, indent=1) + "\n",
                           encoding="utf-8")
 

@@ -1,0 +1,177 @@
+"""Anthropic's Messages API on the official ``anthropic`` client.
+
+Needs the ``anthropic`` extra (``pip install 'dsh-jupyter[anthropic]'``)::
+
+    # DSH_MODEL=claude-sonnet-4-5  ANTHROPIC_API_KEY=sk-ant-...
+    model = AnthropicChatModel.from_env()
+    model = AnthropicChatModel(model="claude-haiku-4-5", max_tokens=4096)
+
+The loop's chat messages are mapped to content blocks (``tool_use``, and the
+``tool_result`` blocks of one step's calls in one user message), and prompt-cache
+breakpoints are placed on the last tool and the system prompt (see
+``_messages_wire``). Retries, timeouts, abort and errors are those of
+:class:`~dsh_jupyter.agent.OpenAIChatModel`; 529 (overloaded) is a 5xx, so it is
+retried like the others.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from ...abort import AbortSignal
+from ...json_value import JsonValue
+from ..errors import ModelConfigError
+from ..model import ChatRequest, ModelResponse
+from ._http import (
+    RetryPolicy,
+    check_client,
+    default_timeout,
+    json_body,
+    require_sdk,
+    send_with_retries,
+)
+from ._messages_wire import KIND, messages_body, parse_message
+from ._streams import MessagesFold, read_stream
+
+if TYPE_CHECKING:
+    import httpx2
+
+ENV_MODEL = "DSH_MODEL"
+ENV_BASE_URLS = ("DSH_MODEL_BASE_URL", "ANTHROPIC_BASE_URL")
+ENV_API_KEYS = ("DSH_API_KEY", "ANTHROPIC_API_KEY")
+ENV_MAX_TOKENS = "DSH_MAX_TOKENS"
+DEFAULT_BASE_URL = "https://api.anthropic.com"
+DEFAULT_MAX_TOKENS = 8192
+
+
+class AnthropicChatModel:
+    """A :class:`~dsh_jupyter.agent.model.ChatModel` for ``POST {base_url}/v1/messages``.
+
+    ``max_tokens`` bounds each response (the API requires a bound);
+    ``cache=False`` leaves out the prompt-cache breakpoints; ``stream=True`` streams
+    the answer's text to the request's ``on_text``. ``timeout``,
+    ``retry``, ``options`` (extra body fields: ``temperature``, ``thinking``, ...),
+    ``headers`` and ``client`` (an ``httpx2.AsyncClient`` the caller owns) are as
+    for :class:`~dsh_jupyter.agent.OpenAIChatModel`.
+    """
+
+    provider = "anthropic"
+    """The API it speaks (``gen_ai.provider.name`` on traced requests)."""
+
+    def __init__(self, *, model: str, api_key: str | None = None,
+                 base_url: str = DEFAULT_BASE_URL, max_tokens: int = DEFAULT_MAX_TOKENS,
+                 cache: bool = True, stream: bool = False,
+                 timeout: float | httpx2.Timeout | None = None,
+                 retry: RetryPolicy | None = None, options: Mapping[str, JsonValue] | None = None,
+                 headers: Mapping[str, str] | None = None,
+                 client: httpx2.AsyncClient | None = None) -> None:
+        if not isinstance(model, str) or not model:
+            raise ModelConfigError(f"model must be a non-empty model name, got {model!r}")
+        if not isinstance(base_url, str) or not base_url.startswith(("http://", "https://")):
+            raise ModelConfigError(
+                f"base_url must be an http:// or https:// URL, got {base_url!r}")
+        if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1:
+            raise ModelConfigError(f"max_tokens must be a positive integer, got {max_tokens!r}")
+        require_sdk("anthropic", "AnthropicChatModel")
+        check_client(client)
+        self.model = model
+        self.base_url = base_url.rstrip("/")
+        self.url = f"{self.base_url}/v1/messages"
+        self.max_tokens = max_tokens
+        self.cache = cache
+        self.stream = stream
+        self.timeout = timeout
+        self.retry = retry or RetryPolicy()
+        if self.retry.max_attempts < 1:
+            raise ModelConfigError("RetryPolicy.max_attempts must be at least 1")
+        self.options = dict(options or {})
+        self._headers = dict(headers or {})
+        self._api_key = api_key or None
+        self._client = client
+        self._ssl: Any = None  # an ssl.SSLContext, built once: it costs tens of ms
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None, *,
+                 timeout: float | httpx2.Timeout | None = None,
+                 retry: RetryPolicy | None = None, options: Mapping[str, JsonValue] | None = None,
+                 headers: Mapping[str, str] | None = None,
+                 client: httpx2.AsyncClient | None = None) -> AnthropicChatModel:
+        """Configure from ``DSH_MODEL`` (required), ``DSH_API_KEY`` or else
+        ``ANTHROPIC_API_KEY``, ``DSH_MODEL_BASE_URL`` or else ``ANTHROPIC_BASE_URL``
+        (default Anthropic's) and ``DSH_MAX_TOKENS`` (default 8192); the keywords
+        are the constructor's."""
+        env = os.environ if environ is None else environ
+        model = env.get(ENV_MODEL, "").strip()
+        if not model:
+            raise ModelConfigError(
+                f"set {ENV_MODEL} to the model name (e.g. claude-sonnet-4-5) and "
+                f"{ENV_API_KEYS[1]} (or {ENV_API_KEYS[0]}) to the key")
+        max_tokens = env.get(ENV_MAX_TOKENS, "").strip() or str(DEFAULT_MAX_TOKENS)
+        if not max_tokens.isdigit():
+            raise ModelConfigError(f"{ENV_MAX_TOKENS} must be a positive integer, "
+                                   f"got {max_tokens!r}")
+        api_key = next((env[k].strip() for k in ENV_API_KEYS if env.get(k, "").strip()), None)
+        base_url = next((env[k].strip() for k in ENV_BASE_URLS if env.get(k, "").strip()),
+                        DEFAULT_BASE_URL)
+        return cls(model=model, api_key=api_key, base_url=base_url, max_tokens=int(max_tokens),
+                   timeout=timeout, retry=retry, options=options, headers=headers,
+                   client=client)
+
+    @property
+    def name(self) -> str:
+        return self.model
+
+    def __repr__(self) -> str:
+        key = "set" if self._api_key else "none"
+        return f"<AnthropicChatModel model={self.model!r} url={self.url!r} key={key}>"
+
+    async def complete(self, request: ChatRequest, *, signal: AbortSignal) -> ModelResponse:
+        import anthropic
+        import httpx2
+
+        if self._client is not None:
+            return await self._send(self._client, request, signal)
+        if self._ssl is None:
+            self._ssl = httpx2.create_ssl_context()
+        async with anthropic.DefaultAsyncHttpxClient(verify=self._ssl) as http:
+            return await self._send(http, request, signal)
+
+    async def _send(self, http: httpx2.AsyncClient, request: ChatRequest,
+                    signal: AbortSignal) -> ModelResponse:
+        import anthropic
+
+        # Without a key (a local gateway), a placeholder satisfies the client and the
+        # credential headers are left out.
+        client = anthropic.AsyncAnthropic(
+            api_key=self._api_key or "unused", base_url=self.base_url, max_retries=0,
+            default_headers=self._headers, http_client=http)
+        no_key = {"Authorization": anthropic.omit, "X-Api-Key": anthropic.omit}
+        body = messages_body(request, cache=self.cache)
+        if self.stream:
+            body["stream"] = True
+        options: dict[str, Any] = {
+            "extra_body": self.options or None,
+            "extra_headers": None if self._api_key else no_key,
+            "timeout": default_timeout() if self.timeout is None else self.timeout}
+
+        async def send() -> httpx2.Response:
+            raw = await client.messages.with_raw_response.create(
+                model=self.model, max_tokens=self.max_tokens, **body, **options)
+            http_response: httpx2.Response = raw.http_response
+            return http_response
+
+        what = f"POST {self.url}"
+        response, attempts = await send_with_retries(send, sdk=anthropic, what=what,
+                                                     retry=self.retry, signal=signal)
+        if not self.stream:
+            return parse_message(json_body(response, attempts=attempts, kind=KIND),
+                                 attempts=attempts)
+        try:
+            received = await signal.run(read_stream(
+                response, MessagesFold(), on_text=request.on_text, attempts=attempts,
+                kind=KIND, what=what))
+        finally:
+            await response.aclose()
+        return parse_message(received, attempts=attempts)
