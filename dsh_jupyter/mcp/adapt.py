@@ -3,9 +3,12 @@
 Pure functions over the SDK's models, read by attribute so this module never
 imports the SDK at run time:
 
-- the input schema is registered raw: inside the supported subset it validates
-  as usual; outside it the tool still registers, its SDK types degrade to
-  ``Any`` and its description says the server validates the arguments;
+- the input schema is registered raw but for the root ``$schema``/``$id``
+  annotations (TypeScript-SDK servers send them; they say nothing about the
+  arguments, so the model and the SDK never see them): inside the supported
+  subset it validates as usual; outside it the tool still registers, its SDK
+  types degrade to ``Any`` and its description says the server validates the
+  arguments;
 - with an ``outputSchema`` the canonical value is ``structuredContent`` (the
   output schema is the server's, or ``{}`` when it is outside the subset);
   without one it is the text of the result's content blocks;
@@ -38,18 +41,19 @@ UNVALIDATED_NOTE = ("(Arguments are checked by the MCP server, not before the ca
                     "schema uses JSON Schema features outside the supported subset.)")
 
 _TEXT_SCHEMA: JsonObject = {"type": "string"}
+_ROOT_ANNOTATIONS = frozenset({"$schema", "$id"})
 
 
 def tool_definition(tool: Tool, *, name: str, execute: Body,
                     concurrency_safe: ConcurrencySafe = False) -> ToolDefinition:
     """The definition that registers ``tool`` as ``name`` and runs ``execute``."""
-    parameters: Mapping[str, Any] = tool.input_schema
+    parameters = without_root_annotations(tool.input_schema)
     description = tool.description or ""
     if schema_violations(parameters):
         description = f"{description}\n\n{UNVALIDATED_NOTE}" if description else UNVALIDATED_NOTE
     output: Mapping[str, Any] = _TEXT_SCHEMA
     if tool.output_schema is not None:
-        output = _output_schema(tool.output_schema)
+        output = _output_schema(without_root_annotations(tool.output_schema))
     safe = is_concurrency_safe(tool, concurrency_safe)
     try:
         definition: ToolDefinition = define_tool(
@@ -61,6 +65,13 @@ def tool_definition(tool: Tool, *, name: str, execute: Body,
         raise RegistrationError(f"MCP tool {tool.name!r} cannot be registered: {exc.message}",
                                 code=exc.code) from None
     return definition
+
+
+def without_root_annotations(schema: Mapping[str, Any]) -> Mapping[str, Any]:
+    """``schema`` without its root ``$schema`` and ``$id``."""
+    if not _ROOT_ANNOTATIONS & schema.keys():
+        return schema
+    return {key: value for key, value in schema.items() if key not in _ROOT_ANNOTATIONS}
 
 
 def _output_schema(schema: Mapping[str, Any]) -> Mapping[str, Any]:
