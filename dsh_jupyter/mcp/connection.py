@@ -70,6 +70,7 @@ class McpConnection:
         self._connect_timeout = connect_timeout
         self._client_options = dict(client_options or {})
         self._tools: dict[str, _Registered] = {}
+        self._skipped: dict[str, str] = {}
         self._client: Client | None = None
         self._owner: asyncio.Task[None] | None = None
         self._stop = asyncio.Event()
@@ -83,7 +84,8 @@ class McpConnection:
     def __repr__(self) -> str:
         state = ("closed" if self._closing else "gone" if self._gone
                  else "open" if self._client else "not entered")
-        return f"<McpConnection {self.name!r} {state} tools={len(self._tools)}>"
+        skipped = f" skipped={len(self._skipped)}" if self._skipped else ""
+        return f"<McpConnection {self.name!r} {state} tools={len(self._tools)}{skipped}>"
 
     @property
     def name(self) -> str:
@@ -96,6 +98,13 @@ class McpConnection:
     def tools(self) -> tuple[str, ...]:
         """The registry names of this server's tools, sorted."""
         return tuple(sorted(self._tools))
+
+    @property
+    def skipped(self) -> Mapping[str, str]:
+        """The server's tools that are not registered, by their MCP name, with the reason:
+        tools whose ``execution.taskSupport`` is ``"required"`` (they run only as MCP tasks,
+        which this client does not drive, so every plain call would fail with -32601)."""
+        return dict(self._skipped)
 
     @property
     def client(self) -> Client:
@@ -278,7 +287,11 @@ class McpConnection:
     def _apply(self, listed: list[Tool]) -> list[str]:
         if self._closing:
             return []
-        wanted = {self._prefix + tool.name: tool for tool in listed}
+        skipped = {tool.name: _TASK_ONLY for tool in listed if _task_only(tool)}
+        for name in skipped.keys() - self._skipped.keys():
+            _log.info("MCP server %r: not registering tool %r: %s", self.name, name, _TASK_ONLY)
+        self._skipped = skipped
+        wanted = {self._prefix + tool.name: tool for tool in listed if tool.name not in skipped}
         for name in [name for name in self._tools if name not in wanted]:
             self._tools.pop(name).undo()
         problems: list[str] = []
@@ -351,6 +364,15 @@ class McpConnection:
         data = os.pread(fd, _STDERR_TAIL, max(0, size - _STDERR_TAIL))
         text = data.decode("utf-8", "replace").strip()
         return f"; its stderr ends with:\n{text}" if text else ""
+
+
+_TASK_ONLY = ("its execution.taskSupport is 'required': it runs only as an MCP task, "
+              "which this client does not drive")
+
+
+def _task_only(tool: Tool) -> bool:
+    execution = getattr(tool, "execution", None)
+    return getattr(execution, "task_support", None) == "required"
 
 
 def _load_sdk() -> None:

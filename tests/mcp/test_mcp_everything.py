@@ -4,6 +4,7 @@ validated, content keeps its type, progress is surfaced, task-only tools are ski
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -42,3 +43,16 @@ async def test_a_root_dollar_schema_does_not_cost_validation(server: dict[str, A
     assert good.value == "Echo: hi"
     assert bounded is not None and bounded.validator is None
     assert UNVALIDATED_NOTE in bounded.description
+
+
+async def test_task_only_tools_are_not_offered(server: dict[str, Any],
+                                               caplog: pytest.LogCaptureFixture) -> None:
+    registry = ToolRegistry()
+    with caplog.at_level(logging.INFO, logger="dsh_jupyter.mcp.connection"):
+        async with connect_mcp(registry, **server) as connection:
+            tools, skipped, shown = connection.tools, connection.skipped, repr(connection)
+    assert "simulate-research-query" not in tools and "echo" in tools
+    assert list(skipped) == ["simulate-research-query"]
+    assert "taskSupport is 'required'" in skipped["simulate-research-query"]
+    assert "skipped=1" in shown
+    assert "not registering tool 'simulate-research-query'" in caplog.text
