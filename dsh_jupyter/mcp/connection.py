@@ -30,6 +30,7 @@ from ..registry.execution import ToolRunContext
 from ..registry.registry import ToolRegistry
 from ..registry.scope import AgentScope, Undo
 from .adapt import ConcurrencySafe, result_value, tool_definition
+from .content import RichContent, mcp_content
 
 if TYPE_CHECKING:
     import anyio.abc
@@ -71,6 +72,7 @@ class McpConnection:
         self._client_options = dict(client_options or {})
         self._tools: dict[str, _Registered] = {}
         self._skipped: dict[str, str] = {}
+        self._rich = RichContent()
         self._client: Client | None = None
         self._owner: asyncio.Task[None] | None = None
         self._stop = asyncio.Event()
@@ -306,7 +308,8 @@ class McpConnection:
             try:
                 definition = tool_definition(
                     tool, name=name, execute=self._body(tool),
-                    concurrency_safe=self._concurrency_safe)
+                    concurrency_safe=self._concurrency_safe,
+                    finalize_content=self._rich.finalize)
                 undo = self._target.register(definition)
             except RegistrationError as exc:
                 problems.append(exc.message)
@@ -320,8 +323,12 @@ class McpConnection:
 
         async def execute(args: JsonObject, ctx: ToolRunContext) -> JsonValue:
             result = await self._call(mcp_name, args, ctx)
-            return result_value(result, structured=structured,
-                                what=f"MCP server {self.name!r} tool {mcp_name!r}")
+            content = mcp_content(result.content)
+            value = result_value(result, structured=structured, content=content,
+                                 what=f"MCP server {self.name!r} tool {mcp_name!r}")
+            if not structured:
+                self._rich.keep(ctx.token, content)
+            return value
 
         return execute
 

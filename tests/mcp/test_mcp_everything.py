@@ -13,10 +13,10 @@ import pytest
 
 pytest.importorskip("mcp.client")  # "mcp" alone could resolve to this tests/mcp folder
 
-from everything import everything
-from mcp_support import call
+from mcp_support import call, everything
 
 from dsh_jupyter import ToolRegistry
+from dsh_jupyter._images import check_image
 from dsh_jupyter.mcp import UNVALIDATED_NOTE, connect_mcp
 
 pytestmark = pytest.mark.timeout(90)
@@ -56,3 +56,43 @@ async def test_task_only_tools_are_not_offered(server: dict[str, Any],
     assert "taskSupport is 'required'" in skipped["simulate-research-query"]
     assert "skipped=1" in shown
     assert "not registering tool 'simulate-research-query'" in caplog.text
+
+
+async def test_an_image_is_an_image_block_with_its_annotations(server: dict[str, Any]) -> None:
+    registry = ToolRegistry()
+    async with connect_mcp(registry, **server):
+        result = await call(registry, "get-annotated-message",
+                            {"messageType": "success", "includeImage": True})
+        plain = await call(registry, "get-tiny-image")
+    assert not result.is_error, result
+    text, image = result.content
+    assert text == {"type": "text", "text": "Operation completed successfully",
+                    "annotations": {"audience": ["user"], "priority": 0.7}}
+    assert image["type"] == "image" and image["mime_type"] == "image/png"
+    assert check_image("image/png", image["data"]) is not None
+    assert image["annotations"] == {"audience": ["user"], "priority": 0.5}
+    # The canonical value (what a program gets) stays text, with the image named in it.
+    assert isinstance(result.value, str)
+    assert result.value.startswith("Operation completed successfully\n[image image/png ")
+    assert [block["type"] for block in plain.content] == ["text", "image", "text"]
+
+
+async def test_resource_links_and_embedded_resources_keep_what_they_say(
+        server: dict[str, Any]) -> None:
+    registry = ToolRegistry()
+    async with connect_mcp(registry, **server):
+        links = await call(registry, "get-resource-links", {"count": 2})
+        embedded = await call(registry, "get-resource-reference",
+                              {"resourceType": "Text", "resourceId": 2})
+        blob = await call(registry, "get-resource-reference",
+                          {"resourceType": "Blob", "resourceId": 1})
+    assert not links.is_error and isinstance(links.value, str), links
+    assert ('[resource link demo://resource/dynamic/text/2 | name "Text Resource 2" | '
+            'description "Resource 2: plaintext resource" | type text/plain]') in links.value
+    assert links.text == links.value
+    assert isinstance(embedded.value, str)
+    assert ("[resource demo://resource/dynamic/text/2 | type text/plain]\n"
+            "Resource 2: This is a plaintext resource") in embedded.value
+    assert isinstance(blob.value, str)
+    assert "[resource demo://resource/dynamic/blob/1 | " in blob.value
+    assert "| size 57 B | binary, not attached]" in blob.value
