@@ -17,6 +17,7 @@ import asyncio
 import logging
 import os
 import tempfile
+import time
 from collections.abc import Mapping, Sequence
 from contextlib import AsyncExitStack
 from dataclasses import dataclass
@@ -24,6 +25,7 @@ from types import TracebackType
 from typing import IO, TYPE_CHECKING, Any, Self, cast
 
 from ..errors import DshError, McpConnectError, RegistrationError, ToolError
+from ..events import ToolProgressEvent
 from ..json_value import JsonObject, JsonValue, thaw
 from ..registry.definition import Body
 from ..registry.execution import ToolRunContext
@@ -36,6 +38,7 @@ if TYPE_CHECKING:
     import anyio.abc
     from mcp import Client
     from mcp.client.session import IncomingMessage
+    from mcp.shared.dispatcher import ProgressFnT
     from mcp.types import CallToolResult, Tool
 
 __all__ = ["McpConnectError", "McpConnection"]
@@ -345,7 +348,9 @@ class McpConnection:
         try:
             # An abort cancels the request task; the SDK then tells the server
             # (notifications/cancelled, or closing the request's HTTP stream).
-            return await ctx.signal.run(client.call_tool(mcp_name, arguments))
+            # A progress callback makes the SDK send a progress token with the request.
+            return await ctx.signal.run(client.call_tool(
+                mcp_name, arguments, progress_callback=self._progress_reporter(ctx)))
         except DshError:
             raise
         except MCPError as exc:
@@ -356,6 +361,16 @@ class McpConnection:
         except Exception as exc:
             raise ToolError(f"calling {mcp_name!r} on MCP server {self.name!r} failed: "
                             f"{_describe(exc)}", code="MCP_ERROR") from None
+
+    def _progress_reporter(self, ctx: ToolRunContext) -> ProgressFnT:
+        registry = _registry_of(self._target)
+
+        async def report(progress: float, total: float | None, message: str | None) -> None:
+            registry.emit(ToolProgressEvent(
+                kind="tool/progress", call_id=ctx.call_id, name=ctx.name, progress=progress,
+                total=total, message=message, time=time.time()))
+
+        return report
 
     def _gone_message(self, reason: str | None = None) -> str:
         why = reason or self._gone or "not connected"
@@ -371,6 +386,15 @@ class McpConnection:
         data = os.pread(fd, _STDERR_TAIL, max(0, size - _STDERR_TAIL))
         text = data.decode("utf-8", "replace").strip()
         return f"; its stderr ends with:\n{text}" if text else ""
+
+
+def _registry_of(target: ToolRegistry | AgentScope) -> ToolRegistry:
+    """The registry whose event sinks hear about ``target``'s calls."""
+    if isinstance(target, ToolRegistry):
+        return target
+    owner = target._registry  # a scope's owner is its registry
+    assert isinstance(owner, ToolRegistry)
+    return owner
 
 
 _TASK_ONLY = ("its execution.taskSupport is 'required': it runs only as an MCP task, "

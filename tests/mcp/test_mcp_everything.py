@@ -15,9 +15,11 @@ pytest.importorskip("mcp.client")  # "mcp" alone could resolve to this tests/mcp
 
 from mcp_support import call, everything
 
-from dsh_jupyter import ToolRegistry
+from dsh_jupyter import ToolCall, ToolRegistry
 from dsh_jupyter._images import check_image
+from dsh_jupyter.events import SessionEvent
 from dsh_jupyter.mcp import UNVALIDATED_NOTE, connect_mcp
+from dsh_jupyter.testing import InProcessRuntime
 
 pytestmark = pytest.mark.timeout(90)
 
@@ -96,3 +98,38 @@ async def test_resource_links_and_embedded_resources_keep_what_they_say(
     assert isinstance(blob.value, str)
     assert "[resource demo://resource/dynamic/blob/1 | " in blob.value
     assert "| size 57 B | binary, not attached]" in blob.value
+
+
+async def test_progress_is_requested_and_reported_as_events(server: dict[str, Any]) -> None:
+    registry = ToolRegistry()
+    events: list[SessionEvent] = []
+    registry.on_event(events.append)
+    async with connect_mcp(registry, **server):
+        result = await call(registry, "trigger-long-running-operation",
+                            {"duration": 0.3, "steps": 3})
+    assert not result.is_error, result
+    progress = [event for event in events if event["kind"] == "tool/progress"]
+    assert [(e["call_id"], e["name"], e["progress"], e["total"]) for e in progress] == [
+        ("call-trigger-long-running-operation", "trigger-long-running-operation", p, 3)
+        for p in (1, 2, 3)]
+    kinds = [event["kind"] for event in events]
+    assert kinds.index("tool/call") < kinds.index("tool/progress")
+    assert kinds.index("tool/result") > len(kinds) - 2  # progress came before the result
+
+
+async def test_progress_of_a_sub_call_reaches_the_registry_of_a_scope(
+        server: dict[str, Any]) -> None:
+    registry = ToolRegistry(mode="code", code_runtime=InProcessRuntime())
+    scope = registry.scope("worker")
+    events: list[SessionEvent] = []
+    registry.on_event(events.append)
+    async with connect_mcp(scope, **server):
+        result = await registry.execute(ToolCall(
+            call_id="run-1", name="run_code", agent=scope, arguments={
+                "description": "wait", "code": 'return await tools["trigger-long-running-'
+                                              'operation"]({"duration": 0.2, "steps": 2})'}))
+    assert not result.is_error, result
+    starts = [e for e in events if e["kind"] == "tool/code-dispatch-start"]
+    progress = [e for e in events if e["kind"] == "tool/progress"]
+    assert [(e["call_id"], e["progress"]) for e in progress] == [
+        (starts[0]["call_id"], 1), (starts[0]["call_id"], 2)]
