@@ -5,6 +5,8 @@ validated, content keeps its type, progress is surfaced, task-only tools are ski
 from __future__ import annotations
 
 import logging
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -133,3 +135,31 @@ async def test_progress_of_a_sub_call_reaches_the_registry_of_a_scope(
     progress = [e for e in events if e["kind"] == "tool/progress"]
     assert [(e["call_id"], e["progress"]) for e in progress] == [
         (starts[0]["call_id"], 1), (starts[0]["call_id"], 2)]
+
+
+MCP_TOOLS_MODULE = """
+from contextlib import asynccontextmanager
+
+from dsh_jupyter import ToolRegistry
+from dsh_jupyter.mcp import connect_mcp
+
+
+@asynccontextmanager
+async def registry():
+    tools = ToolRegistry()
+    async with connect_mcp(tools, **{options!r}):
+        yield tools
+"""
+
+
+def test_the_sdk_command_enters_an_async_context_manager(server: dict[str, Any],
+                                                         tmp_path: Path) -> None:
+    (tmp_path / "mcp_tools.py").write_text(MCP_TOOLS_MODULE.format(options=server))
+    done = subprocess.run([sys.executable, "-m", "dsh_jupyter.cli", "sdk", "--tools",
+                           "mcp_tools:registry"], cwd=tmp_path, capture_output=True, text=True,
+                          timeout=80)
+    assert done.returncode == 0, done.stderr
+    assert "    async def echo(self, args: EchoArgs) -> EchoOutput:\n" in done.stdout
+    assert "class EchoArgs(TypedDict):\n    # Message to echo\n    message: str\n" in done.stdout
+    assert UNVALIDATED_NOTE.splitlines()[0][:40] in done.stdout  # get-resource-links only
+    assert "simulate-research-query" not in done.stdout
