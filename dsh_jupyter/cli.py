@@ -2,7 +2,7 @@
 
     dsh-jupyter demo                                  # run_code in a fresh kernel, sample tools
     dsh-jupyter run PROGRAM.py --tools MODULE:ATTR [--mode code|both] [--json]
-    dsh-jupyter sdk --tools MODULE:ATTR [--scope NAME]
+    dsh-jupyter sdk --tools MODULE:ATTR [--scope NAME]     # ATTR may be an async context manager
     dsh-jupyter eval [--modes MODE ...] [-p NAME VALUE] [--param-file FILE] [-o DIR]
 """
 
@@ -13,7 +13,8 @@ import asyncio
 import importlib
 import json
 import sys
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -50,7 +51,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     run.add_argument("--description", default=None)
     run.add_argument("--json", action="store_true", help="print one JSON object")
     sdk = commands.add_parser("sdk", help="print the SDK section the model would see")
-    sdk.add_argument("--tools", required=True, help="MODULE:ATTR naming a ToolRegistry")
+    sdk.add_argument("--tools", required=True,
+                     help="MODULE:ATTR naming a ToolRegistry, a function returning one, or an "
+                          "async context manager yielding one (e.g. one with MCP tools)")
     sdk.add_argument("--scope", default=None)
     evaluate = commands.add_parser("eval", help="run the evaluation notebook through papermill")
     add_eval_arguments(evaluate)
@@ -62,13 +65,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         return asyncio.run(_run(sample_registry(), DEMO_PROGRAM, "Find the longest Python file",
                                 "code", as_json=False, out=sys.stdout))
-    registry = load_registry(options.tools)
     if options.command == "sdk":
-        from .registry.prompt import sdk_section
-
-        scope = registry.find_scope(options.scope) if options.scope else None
-        print(sdk_section(registry, scope, language="python").text)
-        return 0
+        return asyncio.run(_print_sdk(options.tools, options.scope, out=sys.stdout))
+    registry = load_registry(options.tools)
     program = options.program.read_text(encoding="utf-8")
     description = options.description or f"Run {options.program.name}"
     return asyncio.run(_run(registry, program, description, options.mode,
@@ -77,19 +76,62 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def load_registry(spec: str) -> ToolRegistry:
     """Import ``MODULE:ATTR``; ATTR may be a registry or a function returning one."""
-    module_name, _, attr = spec.partition(":")
-    if not module_name or not attr:
-        raise SystemExit(f"--tools expects MODULE:ATTR, got {spec!r}")
-    sys.path.insert(0, str(Path.cwd()))
-    try:
-        target: Any = getattr(importlib.import_module(module_name), attr)
-    except (ImportError, AttributeError) as exc:
-        raise SystemExit(f"cannot load {spec!r}: {exc}") from None
+    target = _import_target(spec)
     if callable(target) and not isinstance(target, ToolRegistry):
         target = target()
     if not isinstance(target, ToolRegistry):
         raise SystemExit(f"{spec!r} is a {type(target).__name__}, not a ToolRegistry")
     return target
+
+
+@asynccontextmanager
+async def open_registry(spec: str) -> AsyncIterator[ToolRegistry]:
+    """``MODULE:ATTR`` as a registry for the length of the block. ATTR may be a registry,
+    a function returning one, or an async context manager yielding one (or a function
+    returning such a manager, e.g. an ``@asynccontextmanager`` function): that is how a
+    registry with MCP tools is given, since its connections live inside ``async with``::
+
+        @asynccontextmanager
+        async def tools():
+            registry = ToolRegistry()
+            async with connect_mcp(registry, stdio=["mcp-server-time"]):
+                yield registry
+    """
+    target = _import_target(spec)
+    if callable(target) and not isinstance(target, ToolRegistry):
+        target = target()
+    if isinstance(target, AbstractAsyncContextManager):
+        async with target as entered:
+            yield _registry_or_exit(spec, entered, "yields")
+    else:
+        yield _registry_or_exit(spec, target, "is")
+
+
+def _registry_or_exit(spec: str, value: object, verb: str) -> ToolRegistry:
+    if not isinstance(value, ToolRegistry):
+        raise SystemExit(f"{spec!r} {verb} a {type(value).__name__}, not a ToolRegistry "
+                         "(or an async context manager yielding one)")
+    return value
+
+
+def _import_target(spec: str) -> Any:
+    module_name, _, attr = spec.partition(":")
+    if not module_name or not attr:
+        raise SystemExit(f"--tools expects MODULE:ATTR, got {spec!r}")
+    sys.path.insert(0, str(Path.cwd()))
+    try:
+        return getattr(importlib.import_module(module_name), attr)
+    except (ImportError, AttributeError) as exc:
+        raise SystemExit(f"cannot load {spec!r}: {exc}") from None
+
+
+async def _print_sdk(spec: str, scope_name: str | None, *, out: TextIO) -> int:
+    from .registry.prompt import sdk_section
+
+    async with open_registry(spec) as registry:
+        scope = registry.find_scope(scope_name) if scope_name else None
+        print(sdk_section(registry, scope, language="python").text, file=out)
+    return 0
 
 
 async def _run(registry: ToolRegistry, program: str, description: str, mode: str, *,

@@ -2,7 +2,8 @@
 
 The registry emits ``tool/call`` and ``tool/result`` for top-level calls, and
 ``tool/approval-request`` / ``tool/approval`` around every ``Ask`` (top-level or
-sub-call); Code Mode adds ``tool/code-dispatch-start``, ``tool/code-dispatch-running``
+sub-call); an MCP tool emits ``tool/progress`` whenever its server reports progress
+(top-level or sub-call); Code Mode adds ``tool/code-dispatch-start``, ``tool/code-dispatch-running``
 and ``tool/code-dispatch`` for each sub-call of a ``run_code`` program, and
 ``tool/code-output`` for what the program prints and displays while it runs (the
 result still carries its logs: these are for live cards and replays); the agent
@@ -39,6 +40,7 @@ __all__ = [
     "JsonlSessionWriter",
     "SessionEvent",
     "ToolCallEvent",
+    "ToolProgressEvent",
     "ToolResultEvent",
     "iter_session",
     "read_session",
@@ -84,6 +86,20 @@ class ToolResultEvent(TypedDict):
     ended: float
     trace_id: NotRequired[str]
     span_id: NotRequired[str]
+
+
+class ToolProgressEvent(TypedDict):
+    """A running call (top-level or a ``run_code`` sub-call) reported progress: an MCP
+    server's ``notifications/progress`` for the call's progress token. ``progress``
+    increases; ``total`` and ``message`` are there when the server sent them."""
+
+    kind: Literal["tool/progress"]
+    call_id: str
+    name: str
+    progress: float
+    total: float | None
+    message: str | None
+    time: float
 
 
 class CodeDispatchStartEvent(TypedDict):
@@ -259,13 +275,14 @@ AgentEvent: TypeAlias = (
     | AgentResponseEvent | AgentRunEndEvent
 )
 SessionEvent: TypeAlias = (
-    ToolCallEvent | ToolResultEvent | CodeDispatchStartEvent | CodeDispatchRunningEvent
-    | CodeDispatchEvent | CodeOutputEvent | ApprovalRequestEvent | ApprovalEvent | AgentEvent
+    ToolCallEvent | ToolResultEvent | ToolProgressEvent | CodeDispatchStartEvent
+    | CodeDispatchRunningEvent | CodeDispatchEvent | CodeOutputEvent | ApprovalRequestEvent
+    | ApprovalEvent | AgentEvent
 )
 EventSink: TypeAlias = Callable[[SessionEvent], None]
 AGENT_EVENT_KINDS = ("agent/run-start", "agent/message", "agent/request", "agent/text-delta",
                      "agent/response", "agent/run-end")
-EVENT_KINDS = ("tool/call", "tool/result", "tool/code-dispatch-start",
+EVENT_KINDS = ("tool/call", "tool/result", "tool/progress", "tool/code-dispatch-start",
                "tool/code-dispatch-running", "tool/code-dispatch", "tool/code-output",
                "tool/approval-request", "tool/approval", *AGENT_EVENT_KINDS)
 

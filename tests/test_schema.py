@@ -45,6 +45,9 @@ def obj(properties: dict[str, Any], **rest: Any) -> dict[str, Any]:
     {"type": "number", "enum": [1, 2.5]},
     {"type": "integer", "const": 3.0},
     {"required": ["x"]},  # open object: an undeclared required property can still be supplied
+    # TypeScript-SDK MCP servers (zod-to-json-schema) put these at the root
+    obj({"a": {"type": "string"}}, **{"$schema": "http://json-schema.org/draft-07/schema#",
+                                      "$id": "urn:example:args"}),
 ])
 def test_supported_schemas_have_no_violations(schema: dict[str, Any]) -> None:
     assert schema_violations(schema) == []
@@ -70,7 +73,10 @@ def test_supported_schemas_have_no_violations(schema: dict[str, Any]) -> None:
                                                    "supported (use true or false"),
     ({"additionalProperties": "no"}, "additionalProperties: must be true or false"),
     ({"frobnicate": 1}, 'frobnicate: "frobnicate" is not a supported keyword'),
-    ({"$schema": "x"}, '$schema: "$schema" is not a supported keyword'),
+    ({"properties": {"a": {"$schema": "x"}}},
+     'properties.a.$schema: "$schema" is allowed only at the root of a schema'),
+    ({"items": {"$id": "x"}}, 'items.$id: "$id" is allowed only at the root of a schema'),
+    ({"$schema": 7}, "$schema: must be a string"),
     ([], "(root): a schema must be an object, not []"),
     ("string", '(root): a schema must be an object, not "string"'),
     (True, "(root): the boolean schema true is not supported (use {} to allow any value)"),
@@ -138,6 +144,14 @@ def test_compile_checks_support_first() -> None:
         compile_schema({"type": "object", "anyOf": [{}]}, what="output schema")
     assert caught.value.violations == (
         'anyOf: "anyOf" is not supported (use oneOf with disjoint branches)',)
+
+
+def test_root_schema_and_id_are_ignored_when_validating() -> None:
+    schema = obj({"a": {"type": "string"}}, required=["a"],
+                 **{"$schema": "http://json-schema.org/draft-07/schema#", "$id": "urn:x"})
+    assert errors(schema, {"a": "ok"}) == []
+    assert errors(schema, {"a": 1}) == errors(obj({"a": {"type": "string"}}, required=["a"]),
+                                              {"a": 1}) != []
 
 
 # -- message shapes ------------------------------------------------------------------------------

@@ -182,7 +182,24 @@ DEGRADED = [
     tool("cycle", "An array of itself.", obj({"x": _CYCLE})),
 ]
 
+# What pydantic servers (mcp-server-time, mcp-server-git, FastMCP) write for Optional[...].
+OPTIONAL = [
+    tool(
+        "find",
+        "Optional fields as pydantic writes them.",
+        obj({
+            "query": STR,
+            "limit": {"anyOf": [INT, {"type": "null"}], "default": None, "title": "Limit"},
+            "window": {"anyOf": [obj({"start": STR, "end": STR}, "start"), {"type": "null"}],
+                       "default": None, "description": "Only this time window."},
+            "either": {"anyOf": [STR, INT]},
+        }, "query"),
+        {"anyOf": [{"type": "array", "items": STR}, {"type": "null"}]},
+    ),
+]
+
 CASES = {
+    "optional": OPTIONAL,
     "small": SMALL,
     "exotic": EXOTIC,
     "nested": NESTED,
@@ -372,6 +389,10 @@ def test_hostile_descriptions_stay_inert() -> None:
         ({"description": "annotation only"}, "Any"),
         ({"$ref": "#/x"}, "Any"),
         ({"type": "string", "anyOf": [{"minLength": 1}]}, "Any"),
+        ({"anyOf": [{"type": "string"}, {"type": "null"}], "default": None}, "str | None"),
+        ({"anyOf": [{"type": "string"}, {"type": "integer"}]}, "str | int"),
+        ({"anyOf": [{"type": "string"}, {"minLength": 1}]}, "Any"),
+        ({"anyOf": [{"type": "string"}], "pattern": "a"}, "Any"),
         ({"type": ["string", "null"]}, "Any"),
         ({"enum": [[1]]}, "Any"),
         ({"enum": []}, "Any"),

@@ -6,8 +6,9 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Literal
+from typing import Literal, cast
 
+from ..json_value import JsonValue, NotJsonError, snapshot_json
 from .gateway_config import GatewayConfig
 from .protocol import MAX_MESSAGE_BYTES
 from .sandbox import SandboxConfig, SandboxSetting, resolve_sandbox
@@ -67,6 +68,11 @@ class KernelRuntimeConfig:
       ipykernel (checked to be >= 7.4).
     - ``provisioner``: a ``jupyter_client.kernel_provisioners`` entry point name
       overriding the kernelspec's choice.
+    - ``provisioner_config``: settings for the provisioner (its traits, e.g. a remote
+      provisioner's host or image), merged key by key over the kernelspec's
+      ``metadata.kernel_provisioner.config``. The kernelspec's settings are kept when
+      ``provisioner`` is unset or names the kernelspec's own provisioner, and dropped when
+      it names another one (they were written for a different class).
     - ``launcher``: ``"fork"`` forks kernels from a preloaded server (default
       kernel only), ``"stock"`` launches through jupyter-client, ``"auto"``
       picks ``"fork"`` when it applies.
@@ -89,6 +95,7 @@ class KernelRuntimeConfig:
 
     kernel_name: str | None = None
     provisioner: str | None = None
+    provisioner_config: Mapping[str, JsonValue] | None = None
     launcher: Launcher = "auto"
     pool_size: int = 1
     carrier: Carrier = "comm"
@@ -141,8 +148,21 @@ class KernelRuntimeConfig:
             raise ValueError(f"carrier must be 'comm' or 'socket', not {self.carrier!r}")
         if self.launcher == "fork" and self.kernel_name is not None:
             raise ValueError("launcher='fork' forks the host's Python: leave kernel_name unset")
-        if self.launcher == "fork" and self.provisioner is not None:
-            raise ValueError("launcher='fork' does not use a provisioner: leave provisioner unset")
+        if self.launcher == "fork" and (self.provisioner is not None
+                                        or self.provisioner_config is not None):
+            raise ValueError("launcher='fork' does not use a provisioner: leave provisioner "
+                             "and provisioner_config unset")
+        if self.provisioner_config is not None:
+            settings = self.provisioner_config
+            if not isinstance(settings, Mapping) or not all(isinstance(k, str) and k
+                                                            for k in settings):
+                raise ValueError("provisioner_config must map setting names to JSON values")
+            try:
+                frozen = cast("dict[str, JsonValue]", snapshot_json(dict(settings),
+                                                                    freeze=False))
+            except NotJsonError as exc:
+                raise ValueError(f"provisioner_config must be JSON: {exc}") from None
+            object.__setattr__(self, "provisioner_config", MappingProxyType(frozen))
         for label, value in (("kernel_name", self.kernel_name), ("provisioner", self.provisioner)):
             if value is not None and (not isinstance(value, str) or not value):
                 raise ValueError(f"{label} must be a non-empty string or None")
@@ -164,6 +184,7 @@ class KernelRuntimeConfig:
         """Whether kernels come from the fork server."""
         return self.gateway is None and (self.launcher == "fork" or (
             self.launcher == "auto" and self.kernel_name is None and self.provisioner is None
+            and self.provisioner_config is None
         ))
 
     @property
@@ -187,6 +208,8 @@ class KernelRuntimeConfig:
                          "the gateway launches kernels: leave launcher='auto'"),
             "provisioner": (self.provisioner is not None,
                             "the gateway's kernelspec chooses the provisioner"),
+            "provisioner_config": (self.provisioner_config is not None,
+                                   "the gateway's kernelspec configures the provisioner"),
             "carrier": (self.carrier != "comm",
                         "the socket carrier is local: remote kernels use comms"),
             "memory_bytes": (self.memory_bytes is not None,

@@ -15,11 +15,13 @@ import asyncio
 import json
 import subprocess
 import sys
+from collections.abc import Mapping
+from importlib.metadata import entry_points
 from pathlib import Path
 from typing import Any
 
 import zmq.asyncio
-from jupyter_client.kernelspec import KernelSpec, KernelSpecManager
+from jupyter_client.kernelspec import KernelSpec, KernelSpecManager, NoSuchKernel
 from jupyter_client.manager import AsyncKernelManager
 from jupyter_client.provisioning.local_provisioner import LocalProvisioner
 
@@ -33,12 +35,46 @@ from .workspace import Workspace
 DEFAULT_KERNEL_NAME = "dsh-jupyter-python"
 
 
-class _SpecManager(KernelSpecManager):
-    """Serves the default spec (the host's Python) and applies the provisioner override."""
+class MissingProvisionerError(NoSuchKernel):
+    """A kernelspec (or ``KernelRuntimeConfig.provisioner``) names a kernel provisioner that
+    is not installed here. A :class:`NoSuchKernel`, as jupyter-client reports it, but saying
+    which provisioner is missing and how to fix it."""
 
-    def __init__(self, *, provisioner: str | None, **kwargs: Any) -> None:
+    def __init__(self, kernel_name: str, provisioner: str, *, from_config: bool) -> None:
+        super().__init__(kernel_name)
+        self.provisioner = provisioner
+        self.from_config = from_config
+
+    def __str__(self) -> str:
+        where = ("KernelRuntimeConfig(provisioner=...)" if self.from_config
+                 else f"the kernelspec {self.name!r}")
+        installed = ", ".join(sorted(_installed_provisioners())) or "none"
+        return (f"{where} names the kernel provisioner {self.provisioner!r}, which is not "
+                f"installed in this environment (installed: {installed}). Install the package "
+                f"that provides it (an entry point in the group {_PROVISIONERS!r}; Enterprise "
+                "Gateway's remote provisioners come with 'pip install gateway_provisioners'), "
+                "or choose an installed one with KernelRuntimeConfig(provisioner=...)")
+
+
+_PROVISIONERS = "jupyter_client.kernel_provisioners"
+LOCAL_PROVISIONER = "local-provisioner"
+"""What jupyter-client uses for a kernelspec that names no provisioner."""
+
+
+def _installed_provisioners() -> set[str]:
+    return {entry.name for entry in entry_points(group=_PROVISIONERS)}
+
+
+class _SpecManager(KernelSpecManager):
+    """Serves the default spec (the host's Python) and applies the provisioner settings:
+    ``provisioner`` replaces the kernelspec's choice, ``provisioner_config`` is merged
+    over the kernelspec's settings (kept only for the kernelspec's own provisioner)."""
+
+    def __init__(self, *, provisioner: str | None,
+                 provisioner_config: Mapping[str, Any] | None, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self._provisioner = provisioner
+        self._provisioner_config = dict(provisioner_config or {})
 
     def get_kernel_spec(self, kernel_name: str) -> KernelSpec:
         if kernel_name == DEFAULT_KERNEL_NAME:
@@ -51,13 +87,39 @@ class _SpecManager(KernelSpecManager):
                 metadata={},
             )
         else:
-            spec = super().get_kernel_spec(kernel_name)
-        if self._provisioner is not None:
-            spec.metadata = {
-                **spec.metadata,
-                "kernel_provisioner": {"provisioner_name": self._provisioner, "config": {}},
-            }
+            spec = self._named_spec(kernel_name)
+        if self._provisioner is None and not self._provisioner_config:
+            return spec
+        stanza = spec.metadata.get("kernel_provisioner")
+        stanza = stanza if isinstance(stanza, Mapping) else {}
+        own = stanza.get("provisioner_name")
+        name = self._provisioner or own or LOCAL_PROVISIONER
+        kept = stanza.get("config") if name == (own or LOCAL_PROVISIONER) else None
+        config = {**(kept if isinstance(kept, Mapping) else {}), **self._provisioner_config}
+        if name not in _installed_provisioners():
+            raise MissingProvisionerError(kernel_name, name,
+                                          from_config=self._provisioner is not None)
+        spec.metadata = {**spec.metadata,
+                         "kernel_provisioner": {"provisioner_name": name, "config": config}}
         return spec
+
+    def _named_spec(self, kernel_name: str) -> KernelSpec:
+        """jupyter-client's spec; where it says "No such kernel" because the spec names a
+        provisioner that is not installed, the spec itself (when ``provisioner`` replaces
+        that choice) or an error naming the provisioner."""
+        try:
+            spec: KernelSpec = super().get_kernel_spec(kernel_name)
+            return spec
+        except NoSuchKernel:
+            directory = self.find_kernel_specs().get(kernel_name.lower())
+            if directory is None:
+                raise
+            spec = KernelSpec.from_resource_dir(directory)
+        stanza = spec.metadata.get("kernel_provisioner")
+        wanted = stanza.get("provisioner_name") if isinstance(stanza, Mapping) else None
+        if self._provisioner is not None or not isinstance(wanted, str):
+            return spec
+        raise MissingProvisionerError(kernel_name, wanted, from_config=False) from None
 
 
 class _KeptKernelManager(AsyncKernelManager):
@@ -162,7 +224,8 @@ class StockLauncher:
         self._config = config
         self._context = context
         self._confinement = confinement
-        self._specs = _SpecManager(provisioner=config.provisioner)
+        self._specs = _SpecManager(provisioner=config.provisioner,
+                                   provisioner_config=config.provisioner_config)
         if config.kernel_name is None:
             check_host_ipykernel()
         keeper_args: list[str] = ["--nice", str(config.kernel_nice)]

@@ -3,12 +3,16 @@
 Pure functions over the SDK's models, read by attribute so this module never
 imports the SDK at run time:
 
-- the input schema is registered raw: inside the supported subset it validates
-  as usual; outside it the tool still registers, its SDK types degrade to
-  ``Any`` and its description says the server validates the arguments;
+- the input schema is registered raw but for the root ``$schema``/``$id``
+  annotations (TypeScript-SDK servers send them; they say nothing about the
+  arguments, so the model and the SDK never see them): inside the supported
+  subset it validates as usual; outside it the tool still registers, its SDK
+  types degrade to ``Any`` and its description says the server validates the
+  arguments;
 - with an ``outputSchema`` the canonical value is ``structuredContent`` (the
   output schema is the server's, or ``{}`` when it is outside the subset);
-  without one it is the text of the result's content blocks;
+  without one it is the text of the result's content blocks, and the model and
+  cards get the blocks themselves (images, annotations: see :mod:`.content`);
 - an ``isError`` result raises :class:`~dsh_jupyter.errors.ToolError` with code
   ``MCP_ERROR`` and the server's text as the message.
 """
@@ -21,8 +25,10 @@ from typing import TYPE_CHECKING, Any, Literal, TypeAlias
 from ..errors import RegistrationError, ToolError, UnsupportedSchemaError
 from ..json_value import JsonObject, JsonValue
 from ..registry.definition import Body, ToolDefinition, default_render, define_tool
+from ..registry.policy import FinalizeContent
 from ..registry.pydantic_schema import subset_from_pydantic
 from ..registry.schema import schema_violations
+from .content import McpContent, mcp_content
 
 if TYPE_CHECKING:
     from mcp.types import CallToolResult, Tool
@@ -38,29 +44,39 @@ UNVALIDATED_NOTE = ("(Arguments are checked by the MCP server, not before the ca
                     "schema uses JSON Schema features outside the supported subset.)")
 
 _TEXT_SCHEMA: JsonObject = {"type": "string"}
+_ROOT_ANNOTATIONS = frozenset({"$schema", "$id"})
 
 
 def tool_definition(tool: Tool, *, name: str, execute: Body,
-                    concurrency_safe: ConcurrencySafe = False) -> ToolDefinition:
+                    concurrency_safe: ConcurrencySafe = False,
+                    finalize_content: FinalizeContent | None = None) -> ToolDefinition:
     """The definition that registers ``tool`` as ``name`` and runs ``execute``."""
-    parameters: Mapping[str, Any] = tool.input_schema
+    parameters = without_root_annotations(tool.input_schema)
     description = tool.description or ""
     if schema_violations(parameters):
         description = f"{description}\n\n{UNVALIDATED_NOTE}" if description else UNVALIDATED_NOTE
     output: Mapping[str, Any] = _TEXT_SCHEMA
     if tool.output_schema is not None:
-        output = _output_schema(tool.output_schema)
+        output = _output_schema(without_root_annotations(tool.output_schema))
     safe = is_concurrency_safe(tool, concurrency_safe)
     try:
         definition: ToolDefinition = define_tool(
             name=name, description=description, parameters=parameters,
             output={"schema": output, "render": default_render}, execute=execute,
             allow_unsupported_schema=True,
-            is_concurrency_safe=_always_safe if safe else None)
+            is_concurrency_safe=_always_safe if safe else None,
+            finalize_content=finalize_content)
     except RegistrationError as exc:
         raise RegistrationError(f"MCP tool {tool.name!r} cannot be registered: {exc.message}",
                                 code=exc.code) from None
     return definition
+
+
+def without_root_annotations(schema: Mapping[str, Any]) -> Mapping[str, Any]:
+    """``schema`` without its root ``$schema`` and ``$id``."""
+    if not _ROOT_ANNOTATIONS & schema.keys():
+        return schema
+    return {key: value for key, value in schema.items() if key not in _ROOT_ANNOTATIONS}
 
 
 def _output_schema(schema: Mapping[str, Any]) -> Mapping[str, Any]:
@@ -92,12 +108,14 @@ def is_concurrency_safe(tool: Tool, policy: ConcurrencySafe) -> bool:
             f"concurrency_safe({tool.name!r}) raised {type(exc).__name__}: {exc}") from None
 
 
-def result_value(result: CallToolResult, *, structured: bool, what: str) -> JsonValue:
+def result_value(result: CallToolResult, *, structured: bool, what: str,
+                 content: McpContent | None = None) -> JsonValue:
     """The canonical value of ``result``; raises ``ToolError(MCP_ERROR)`` for ``isError``.
 
-    ``what`` names the tool in messages, e.g. ``"MCP server 'files' tool 'read'"``.
+    ``what`` names the tool in messages, e.g. ``"MCP server 'files' tool 'read'"``;
+    ``content`` is ``mcp_content(result.content)`` when the caller has it already.
     """
-    text = content_text(result.content)
+    text = (content or mcp_content(result.content)).text
     if result.is_error:
         raise ToolError(f"{what} reported an error: {text or '(no message)'}", code="MCP_ERROR")
     if not structured:
@@ -107,27 +125,6 @@ def result_value(result: CallToolResult, *, structured: bool, what: str) -> Json
                         code="MCP_ERROR")
     value: JsonValue = result.structured_content
     return value
-
-
-def content_text(blocks: list[Any]) -> str:
-    """The text of MCP content blocks joined by newlines; binary blocks become placeholders."""
-    parts: list[str] = []
-    for block in blocks:
-        kind = getattr(block, "type", None)
-        if kind == "text":
-            parts.append(block.text)
-        elif kind == "resource":
-            resource = block.resource
-            text = getattr(resource, "text", None)
-            parts.append(text if isinstance(text, str) else
-                         f"[resource {resource.uri} ({resource.mime_type or 'binary'})]")
-        elif kind == "resource_link":
-            parts.append(f"[resource link {block.uri}]")
-        elif kind in ("image", "audio"):
-            parts.append(f"[{kind} content ({block.mime_type})]")
-        else:
-            parts.append(f"[{kind} content]")
-    return "\n".join(parts)
 
 
 def _always_safe(_args: JsonObject) -> bool:

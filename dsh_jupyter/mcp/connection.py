@@ -17,6 +17,7 @@ import asyncio
 import logging
 import os
 import tempfile
+import time
 from collections.abc import Mapping, Sequence
 from contextlib import AsyncExitStack
 from dataclasses import dataclass
@@ -24,17 +25,20 @@ from types import TracebackType
 from typing import IO, TYPE_CHECKING, Any, Self, cast
 
 from ..errors import DshError, McpConnectError, RegistrationError, ToolError
+from ..events import ToolProgressEvent
 from ..json_value import JsonObject, JsonValue, thaw
 from ..registry.definition import Body
 from ..registry.execution import ToolRunContext
 from ..registry.registry import ToolRegistry
 from ..registry.scope import AgentScope, Undo
 from .adapt import ConcurrencySafe, result_value, tool_definition
+from .content import RichContent, mcp_content
 
 if TYPE_CHECKING:
     import anyio.abc
     from mcp import Client
     from mcp.client.session import IncomingMessage
+    from mcp.shared.dispatcher import ProgressFnT
     from mcp.types import CallToolResult, Tool
 
 __all__ = ["McpConnectError", "McpConnection"]
@@ -70,6 +74,8 @@ class McpConnection:
         self._connect_timeout = connect_timeout
         self._client_options = dict(client_options or {})
         self._tools: dict[str, _Registered] = {}
+        self._skipped: dict[str, str] = {}
+        self._rich = RichContent()
         self._client: Client | None = None
         self._owner: asyncio.Task[None] | None = None
         self._stop = asyncio.Event()
@@ -83,7 +89,8 @@ class McpConnection:
     def __repr__(self) -> str:
         state = ("closed" if self._closing else "gone" if self._gone
                  else "open" if self._client else "not entered")
-        return f"<McpConnection {self.name!r} {state} tools={len(self._tools)}>"
+        skipped = f" skipped={len(self._skipped)}" if self._skipped else ""
+        return f"<McpConnection {self.name!r} {state} tools={len(self._tools)}{skipped}>"
 
     @property
     def name(self) -> str:
@@ -96,6 +103,13 @@ class McpConnection:
     def tools(self) -> tuple[str, ...]:
         """The registry names of this server's tools, sorted."""
         return tuple(sorted(self._tools))
+
+    @property
+    def skipped(self) -> Mapping[str, str]:
+        """The server's tools that are not registered, by their MCP name, with the reason:
+        tools whose ``execution.taskSupport`` is ``"required"`` (they run only as MCP tasks,
+        which this client does not drive, so every plain call would fail with -32601)."""
+        return dict(self._skipped)
 
     @property
     def client(self) -> Client:
@@ -278,7 +292,11 @@ class McpConnection:
     def _apply(self, listed: list[Tool]) -> list[str]:
         if self._closing:
             return []
-        wanted = {self._prefix + tool.name: tool for tool in listed}
+        skipped = {tool.name: _TASK_ONLY for tool in listed if _task_only(tool)}
+        for name in skipped.keys() - self._skipped.keys():
+            _log.info("MCP server %r: not registering tool %r: %s", self.name, name, _TASK_ONLY)
+        self._skipped = skipped
+        wanted = {self._prefix + tool.name: tool for tool in listed if tool.name not in skipped}
         for name in [name for name in self._tools if name not in wanted]:
             self._tools.pop(name).undo()
         problems: list[str] = []
@@ -293,7 +311,8 @@ class McpConnection:
             try:
                 definition = tool_definition(
                     tool, name=name, execute=self._body(tool),
-                    concurrency_safe=self._concurrency_safe)
+                    concurrency_safe=self._concurrency_safe,
+                    finalize_content=self._rich.finalize)
                 undo = self._target.register(definition)
             except RegistrationError as exc:
                 problems.append(exc.message)
@@ -307,8 +326,12 @@ class McpConnection:
 
         async def execute(args: JsonObject, ctx: ToolRunContext) -> JsonValue:
             result = await self._call(mcp_name, args, ctx)
-            return result_value(result, structured=structured,
-                                what=f"MCP server {self.name!r} tool {mcp_name!r}")
+            content = mcp_content(result.content)
+            value = result_value(result, structured=structured, content=content,
+                                 what=f"MCP server {self.name!r} tool {mcp_name!r}")
+            if not structured:
+                self._rich.keep(ctx.token, content)
+            return value
 
         return execute
 
@@ -325,7 +348,9 @@ class McpConnection:
         try:
             # An abort cancels the request task; the SDK then tells the server
             # (notifications/cancelled, or closing the request's HTTP stream).
-            return await ctx.signal.run(client.call_tool(mcp_name, arguments))
+            # A progress callback makes the SDK send a progress token with the request.
+            return await ctx.signal.run(client.call_tool(
+                mcp_name, arguments, progress_callback=self._progress_reporter(ctx)))
         except DshError:
             raise
         except MCPError as exc:
@@ -336,6 +361,16 @@ class McpConnection:
         except Exception as exc:
             raise ToolError(f"calling {mcp_name!r} on MCP server {self.name!r} failed: "
                             f"{_describe(exc)}", code="MCP_ERROR") from None
+
+    def _progress_reporter(self, ctx: ToolRunContext) -> ProgressFnT:
+        registry = _registry_of(self._target)
+
+        async def report(progress: float, total: float | None, message: str | None) -> None:
+            registry.emit(ToolProgressEvent(
+                kind="tool/progress", call_id=ctx.call_id, name=ctx.name, progress=progress,
+                total=total, message=message, time=time.time()))
+
+        return report
 
     def _gone_message(self, reason: str | None = None) -> str:
         why = reason or self._gone or "not connected"
@@ -351,6 +386,24 @@ class McpConnection:
         data = os.pread(fd, _STDERR_TAIL, max(0, size - _STDERR_TAIL))
         text = data.decode("utf-8", "replace").strip()
         return f"; its stderr ends with:\n{text}" if text else ""
+
+
+def _registry_of(target: ToolRegistry | AgentScope) -> ToolRegistry:
+    """The registry whose event sinks hear about ``target``'s calls."""
+    if isinstance(target, ToolRegistry):
+        return target
+    owner = target._registry  # a scope's owner is its registry
+    assert isinstance(owner, ToolRegistry)
+    return owner
+
+
+_TASK_ONLY = ("its execution.taskSupport is 'required': it runs only as an MCP task, "
+              "which this client does not drive")
+
+
+def _task_only(tool: Tool) -> bool:
+    execution = getattr(tool, "execution", None)
+    return getattr(execution, "task_support", None) == "required"
 
 
 def _load_sdk() -> None:

@@ -17,18 +17,22 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import ClassVar, Literal, NotRequired, TypeAlias, TypedDict, TypeVar
 
-from ..json_value import JsonValue
+from ..json_value import JsonObject, JsonValue
 
 
 class TextContent(TypedDict):
     type: Literal["text"]
     text: str
+    annotations: NotRequired[JsonObject]
+    """Hints about the block as an MCP server sent them (``audience``, ``priority``,
+    ``lastModified``); absent for most blocks."""
 
 
 class ImageContent(TypedDict):
     type: Literal["image"]
     data: str
     mime_type: str
+    annotations: NotRequired[JsonObject]
 
 
 ContentBlock: TypeAlias = TextContent | ImageContent

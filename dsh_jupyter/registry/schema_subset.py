@@ -2,8 +2,11 @@
 
 Tool schemas use a subset with one meaning everywhere: ``type`` (one name), ``properties``,
 ``required``, ``additionalProperties`` (a boolean), ``items`` (one schema), ``enum``, ``const``,
-``oneOf`` (exactly one branch) and lossless annotations. :func:`schema_violations` lists every
-construct outside it with its path, iteratively, so depth never hits recursion limits.
+``oneOf`` (exactly one branch) and lossless annotations. At the root, ``$schema`` and ``$id``
+(strings) are annotations too: TypeScript-SDK MCP servers send ``"$schema": "...draft-07..."``,
+and every keyword of the subset means the same in draft-07 and 2020-12, so validation ignores
+them. :func:`schema_violations` lists every construct outside it with its path, iteratively,
+so depth never hits recursion limits.
 Compiling and validating live in :mod:`dsh_jupyter.registry.schema`.
 """
 
@@ -46,6 +49,8 @@ _ANNOTATIONS: dict[str, type | None] = {
     "description": str, "title": str, "$comment": str, "format": str, "deprecated": bool,
     "readOnly": bool, "writeOnly": bool, "examples": list, "default": None,
 }
+# Identify the schema's dialect or URI; meaningless below the root, so only accepted there.
+_ROOT_ANNOTATIONS = frozenset({"$schema", "$id"})
 _TYPE_NAMES: dict[type, str] = {str: "a string", bool: "a boolean", list: "an array"}
 _BY_CASE = "use oneOf with one branch per case"
 _INSTEAD = {
@@ -188,6 +193,11 @@ def _check_keywords(node: dict[Any, Any], chain: _Chain, out: list[str], kids: l
                 problem = f"must be {_TYPE_NAMES[expected]}"
             else:
                 _check_lossless(value, here, out)
+        elif key in _ROOT_ANNOTATIONS:
+            if chain is not None:
+                problem = f'"{key}" is allowed only at the root of a schema'
+            elif not isinstance(value, str):
+                problem = "must be a string"
         elif key in _INSTEAD:
             problem = f'"{key}" is not supported ({_INSTEAD[key]})'
         elif key in _CONSTRAINTS:

@@ -11,7 +11,9 @@ What the tests hold this module to:
 - deterministic: tools are sorted by name, so one tool set gives one byte string
   (property order is kept: it is part of the tool's definition);
 - total: any input renders; what the supported subset does not cover (``$ref``,
-  ``anyOf``, type arrays, malformed values, cycles, absurd nesting) becomes ``Any``;
+  ``allOf``, type arrays, malformed values, cycles, absurd nesting) becomes ``Any``, but
+  for an ``anyOf`` alone, which is the union of its branches (``Optional[X]`` is
+  ``X | None``);
 - inert: descriptions become comments and docstrings that cannot end early, so a
   hostile description stays text;
 - valid: the module compiles and passes ``mypy --strict``.
@@ -127,6 +129,10 @@ _MAX_NODES = 10_000  # per root: bounds work on schemas built as DAGs in Python
 _SCALARS = {"string": "str", "integer": "int", "number": "float", "boolean": "bool", "null": "None"}
 # Constructs that can replace or extend a node's whole shape: its own type says too little.
 _OPAQUE = ("$ref", "$dynamicRef", "anyOf", "allOf")
+# A node whose only shape is its anyOf (annotations aside) is the union of its branches
+# (pydantic writes Optional[X] as {"anyOf": [X, {"type": "null"}], "default": null}).
+_ANY_OF_ALONE = frozenset({"anyOf", "description", "title", "default", "examples", "$comment",
+                           "deprecated", "readOnly", "writeOnly"})
 _RESERVED = frozenset(
     {"Any", "Literal", "NotRequired", "Protocol", "TypeAlias", "TypedDict", "ToolCallError"}
     | {"Tools", "tools"}
@@ -186,6 +192,8 @@ class _Renderer:
         self.budget -= 1
         if not isinstance(schema, Mapping) or depth > _MAX_DEPTH or self.budget < 0:
             return _ANY
+        if "anyOf" in schema and schema.keys() <= _ANY_OF_ALONE:
+            return self.union_of(schema["anyOf"], hint, depth)
         if any(key in schema for key in _OPAQUE):
             return _ANY
         if "const" in schema:
@@ -198,14 +206,7 @@ class _Renderer:
             found = [member for value in values if (member := _literal(value))]
             return found if values and len(found) == len(values) else _ANY
         if "oneOf" in schema:
-            branches = schema["oneOf"]
-            if not isinstance(branches, list | tuple) or not branches:
-                return _ANY
-            return [
-                alt
-                for i, branch in enumerate(branches, 1)
-                for alt in self.alts(branch, hint + _branch_suffix(branch, i), depth + 1, True)
-            ]
+            return self.union_of(schema["oneOf"], hint, depth)
         kind = schema.get("type")
         if kind == "array":
             items = self.type_of(schema.get("items"), hint + "Item", depth=depth + 1, doc=True)
@@ -215,6 +216,19 @@ class _Renderer:
         if isinstance(kind, str) and kind in _SCALARS:
             return [(False, _SCALARS[kind])]
         return _ANY
+
+    def union_of(self, branches: object, hint: str, depth: int) -> list[_Alt]:
+        """The members of a ``oneOf``/``anyOf``; as types both are the union of the branches.
+        ``X`` or null (``Optional[X]`` in pydantic) names ``X``'s class after the field."""
+        if not isinstance(branches, list | tuple) or not branches:
+            return _ANY
+        optional = len([b for b in branches if b != {"type": "null"}]) == 1
+        return [
+            alt
+            for i, branch in enumerate(branches, 1)
+            for alt in self.alts(branch, hint if optional else hint + _branch_suffix(branch, i),
+                                 depth + 1, True)
+        ]
 
     def object_type(self, schema: Mapping[str, object], hint: str, depth: int, doc: bool) -> str:
         props = schema.get("properties")

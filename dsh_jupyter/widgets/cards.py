@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from ..registry.presentation import CallView, DurableResult, ResultView
 from . import _ipw
-from .doc import Block, Doc, Status
+from .doc import Block, Doc, Status, Text
 from .render import html_blocks, html_header, to_html, to_markdown, to_plain
 from .views import call_blocks, error_blocks, generic_result_blocks, result_blocks
 
@@ -146,6 +146,15 @@ class ToolCard(_CallCard):
         self.durable: DurableResult | None = None
         self.result: ResultView | None = None
         self.duration: float | None = None
+        self.progress: str | None = None
+        """The last progress the tool reported while running (``2/5: copying``)."""
+
+    def report_progress(self, progress: float, total: float | None,
+                        message: str | None) -> None:
+        """Show how far the running call has come (from a ``tool/progress`` event)."""
+        done = f"{progress:g}/{total:g}" if total is not None else f"{progress:g}"
+        self.progress = f"{done}: {message}" if message else done
+        self._changed()
 
     def finish(self, durable: DurableResult, result: ResultView | None = None, *,
                duration: float | None = None) -> None:
@@ -156,6 +165,8 @@ class ToolCard(_CallCard):
     def _document(self) -> Doc:
         blocks: tuple[Block, ...] = call_blocks(self.call)
         durable = self.durable
+        if durable is None and self.progress is not None:
+            blocks += (Text(text=f"progress {self.progress}", tone="muted"),)
         if durable is not None:
             if durable.is_error:
                 blocks += error_blocks(durable)

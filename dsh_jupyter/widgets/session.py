@@ -156,6 +156,10 @@ class SessionView:
             parent = self._cards.get(event["call_id"])
             if isinstance(parent, RunCodeCard):
                 parent.add_output(event["logs"], event.get("display"))
+        elif event["kind"] == "tool/progress":
+            progressing = self._cards.get(event["call_id"])
+            if isinstance(progressing, ToolCard) and progressing.durable is None:
+                progressing.report_progress(event["progress"], event["total"], event["message"])
         elif event["kind"] == "tool/approval-request":
             self._asked(event["call_id"], True)
         elif event["kind"] == "tool/approval":

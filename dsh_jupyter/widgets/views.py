@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import difflib
 
+from .._images import check_image
 from ..registry.presentation import (
     CallView,
     DiffCallView,
@@ -21,7 +22,8 @@ from ..registry.presentation import (
     WebResultView,
 )
 from ..registry.results import content_text
-from .doc import Block, Code, Field, Items, Link, Links, Section, Text
+from .displays import image_label
+from .doc import Block, Code, Field, Image, Items, Link, Links, Section, Text
 from .text import plural
 
 # --- call views ---------------------------------------------------------------------
@@ -170,11 +172,35 @@ def _web(view: WebResultView) -> tuple[Block, ...]:
 
 
 def generic_result_blocks(durable: DurableResult) -> tuple[Block, ...]:
-    """A tool without a presenter (or a presenter that declined): its content."""
-    text = content_text(durable.content)
-    if not text:
-        return (Text(text="(no output)", tone="muted"),)
-    return (Code(text=text),)
+    """A tool without a presenter (or a presenter that declined): its content, text as
+    code and image blocks (an MCP tool's, say) drawn, in their order."""
+    if not any(block["type"] == "image" for block in durable.content):
+        text = content_text(durable.content)
+        if not text:
+            return (Text(text="(no output)", tone="muted"),)
+        return (Code(text=text),)
+    blocks: list[Block] = []
+    run: list[str] = []
+    for block in durable.content:
+        if block["type"] == "text":
+            run.append(block["text"])
+            continue
+        if run:
+            blocks.append(Code(text="\n".join(run)))
+            run = []
+        if block["type"] == "image":
+            blocks.append(_image_block(block["mime_type"], block["data"]))
+    if run:
+        blocks.append(Code(text="\n".join(run)))
+    return tuple(blocks)
+
+
+def _image_block(mime: object, data: object) -> Block:
+    # Checked here again: a replayed log is as untrusted as the tool that made it.
+    checked = check_image(mime, data) if isinstance(mime, str) else None
+    if checked is None:
+        return Text(text=f"[an image that could not be read ({str(mime)[:80]})]", tone="muted")
+    return Image(mime=checked.mime, data=checked.data, text=image_label(checked))
 
 
 def error_blocks(durable: DurableResult) -> tuple[Block, ...]:

@@ -44,7 +44,8 @@ def test_config_rejects(options: dict[str, object]) -> None:
 
 @pytest.mark.parametrize(("option", "value"), [
     ("carrier", "socket"), ("launcher", "fork"), ("launcher", "stock"),
-    ("provisioner", "local-provisioner"), ("memory_bytes", 2**30), ("open_files", 64),
+    ("provisioner", "local-provisioner"), ("provisioner_config", {"x": 1}),
+    ("memory_bytes", 2**30), ("open_files", 64),
 ])
 def test_local_only_options_conflict_with_a_gateway(option: str, value: object) -> None:
     with pytest.raises(ValueError, match=option):

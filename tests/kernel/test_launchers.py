@@ -9,6 +9,7 @@ import signal
 import sys
 import uuid
 from pathlib import Path
+from typing import Any
 
 import pytest
 from kernel_support import Recorder, RuntimeFactory, gone, run
@@ -175,3 +176,105 @@ async def test_fork_server_cleans_up_after_a_vanished_host() -> None:
     stat = proctree.read_stat(pid)
     assert stat is None or stat.state == "Z"
     assert not directory.exists()
+
+
+
+def _remote_spec(root: Path, name: str, provisioner: str, config: dict[str, Any]) -> None:
+    spec_dir = root / "kernels" / name
+    spec_dir.mkdir(parents=True)
+    (spec_dir / "kernel.json").write_text(json.dumps({
+        "argv": [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"],
+        "display_name": name, "language": "python",
+        "metadata": {"kernel_provisioner": {"provisioner_name": provisioner,
+                                            "config": config}}}))
+
+
+async def test_a_kernelspec_naming_a_missing_provisioner_says_so(
+        make_runtime: RuntimeFactory, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    _remote_spec(tmp_path, "dsh-test-remote", "dsh-no-such-provisioner", {})
+    monkeypatch.setenv("JUPYTER_PATH", str(tmp_path))
+    runtime = await make_runtime(kernel_name="dsh-test-remote")
+    result = await run(runtime, "return 1")
+    assert result.failure is not None and result.failure.kind == "kernel-exit"
+    assert "No such kernel" not in result.failure.message
+    assert ("the kernelspec 'dsh-test-remote' names the kernel provisioner "
+            "'dsh-no-such-provisioner', which is not installed in this environment "
+            "(installed: ") in result.failure.message
+    assert "local-provisioner" in result.failure.message  # what is installed
+    assert "pip install gateway_provisioners" in result.failure.message
+    assert "KernelRuntimeConfig(provisioner=...)" in result.failure.message
+
+
+async def test_provisioner_replaces_a_missing_one_and_merges_settings(
+        make_runtime: RuntimeFactory, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    _remote_spec(tmp_path, "dsh-test-remote", "dsh-no-such-provisioner", {"host": "far"})
+    monkeypatch.setenv("JUPYTER_PATH", str(tmp_path))
+    runtime = await make_runtime(kernel_name="dsh-test-remote", provisioner="local-provisioner")
+    result = await run(runtime, "import sys\nreturn sys.executable")
+    assert result.failure is None, result.failure
+    assert result.value == sys.executable
+
+
+def _spec_manager(**config: Any) -> Any:
+    from dsh_jupyter.kernel import KernelRuntimeConfig
+    from dsh_jupyter.kernel.stock import _SpecManager
+
+    settings = KernelRuntimeConfig(launcher="stock", **config)
+    return _SpecManager(provisioner=settings.provisioner,
+                        provisioner_config=settings.provisioner_config)
+
+
+@pytest.mark.parametrize(("config", "expected"), [
+    ({}, {"provisioner_name": "local-provisioner", "config": {"a": 1, "b": 2}}),
+    ({"provisioner_config": {"b": 3, "c": [1]}},
+     {"provisioner_name": "local-provisioner", "config": {"a": 1, "b": 3, "c": [1]}}),
+    ({"provisioner": "local-provisioner", "provisioner_config": {"c": 4}},
+     {"provisioner_name": "local-provisioner", "config": {"a": 1, "b": 2, "c": 4}}),
+])
+def test_the_kernelspecs_provisioner_settings_are_kept_and_merged(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, config: dict[str, Any],
+        expected: dict[str, Any]) -> None:
+    _remote_spec(tmp_path, "dsh-test-local", "local-provisioner", {"a": 1, "b": 2})
+    monkeypatch.setenv("JUPYTER_PATH", str(tmp_path))
+    spec = _spec_manager(kernel_name="dsh-test-local", **config).get_kernel_spec("dsh-test-local")
+    assert spec.metadata["kernel_provisioner"] == expected
+
+
+def test_another_provisioner_drops_the_kernelspecs_settings(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    _remote_spec(tmp_path, "dsh-test-remote", "dsh-no-such-provisioner", {"host": "far"})
+    monkeypatch.setenv("JUPYTER_PATH", str(tmp_path))
+    manager = _spec_manager(kernel_name="dsh-test-remote", provisioner="local-provisioner",
+                            provisioner_config={"x": 1})
+    assert manager.get_kernel_spec("dsh-test-remote").metadata["kernel_provisioner"] == {
+        "provisioner_name": "local-provisioner", "config": {"x": 1}}
+
+
+def test_a_missing_provisioner_in_the_config_is_named() -> None:
+    from dsh_jupyter.kernel.stock import DEFAULT_KERNEL_NAME, MissingProvisionerError
+
+    manager = _spec_manager(provisioner="dsh-no-such-provisioner")
+    with pytest.raises(MissingProvisionerError) as caught:
+        manager.get_kernel_spec(DEFAULT_KERNEL_NAME)
+    assert str(caught.value).startswith(
+        "KernelRuntimeConfig(provisioner=...) names the kernel provisioner "
+        "'dsh-no-such-provisioner', which is not installed")
+
+
+@pytest.mark.parametrize(("config", "message"), [
+    ({"launcher": "fork", "provisioner_config": {}}, "launcher='fork' does not use a provisioner"),
+    ({"provisioner_config": {1: "x"}}, "provisioner_config must map setting names"),
+    ({"provisioner_config": {"x": float("nan")}}, "provisioner_config must be JSON"),
+])
+def test_provisioner_config_is_checked(config: dict[str, Any], message: str) -> None:
+    from dsh_jupyter.kernel import KernelRuntimeConfig
+
+    with pytest.raises(ValueError, match=message):
+        KernelRuntimeConfig(**config)
+
+
+def test_provisioner_config_means_the_stock_launcher() -> None:
+    from dsh_jupyter.kernel import KernelRuntimeConfig
+
+    assert not KernelRuntimeConfig(provisioner_config={"x": 1}).uses_fork
+    assert KernelRuntimeConfig().uses_fork

@@ -1,12 +1,25 @@
-"""Helpers shared by the MCP tests (plain functions; the fixtures live in conftest)."""
+"""Helpers shared by the MCP tests (plain functions; the fixtures live in conftest).
+
+:func:`everything` runs ``@modelcontextprotocol/server-everything`` from npm, a server
+nobody here wrote. Its launcher takes the transport as its first argument (``stdio``,
+``streamableHttp``); over HTTP it serves ``/mcp`` on the port in ``PORT`` and says so on
+stderr once listening.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import inspect
-from collections.abc import Awaitable, Callable
+import os
+import socket
+import subprocess
+import time
+from collections.abc import Awaitable, Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
+
+from npm_support import npm_bin
 
 from dsh_jupyter import ToolCall, ToolRegistry, ToolResult
 
@@ -63,3 +76,40 @@ def stdio_server_pids() -> list[int]:
 
 def other_tasks() -> set[asyncio.Task[Any]]:
     return {task for task in asyncio.all_tasks() if task is not asyncio.current_task()}
+
+
+EVERYTHING = ("@modelcontextprotocol/server-everything", "2026.8.31", "mcp-server-everything")
+_STARTUP_SECONDS = 60.0
+
+
+def everything_bin() -> Path:
+    return npm_bin(*EVERYTHING)
+
+
+@contextmanager
+def everything(transport: str, log: Path) -> Iterator[dict[str, Any]]:
+    """``connect_mcp`` keyword arguments for the server over ``transport``."""
+    binary = everything_bin()
+    if transport == "stdio":
+        yield {"stdio": [str(binary), "stdio"]}
+        return
+    with socket.socket() as probe:  # a free port; the server binds it a moment later
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    with log.open("w+") as errors:
+        process = subprocess.Popen([str(binary), "streamableHttp"], stdout=subprocess.DEVNULL,
+                                   stderr=errors, env={**os.environ, "PORT": str(port)})
+        try:
+            deadline = time.monotonic() + _STARTUP_SECONDS
+            while f"listening on port {port}" not in log.read_text():
+                if process.poll() is not None or time.monotonic() > deadline:
+                    raise RuntimeError(f"server-everything did not start: {log.read_text()}")
+                time.sleep(0.05)
+            yield {"url": f"http://127.0.0.1:{port}/mcp"}
+        finally:
+            process.terminate()
+            try:
+                process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()

@@ -3,6 +3,7 @@ escaping of tool-derived text, and the mime bundle papermill and nbval keep."""
 
 from __future__ import annotations
 
+import base64
 from typing import Any
 
 import pytest
@@ -12,6 +13,7 @@ from dsh_jupyter import ToolSuccess, define_tool
 from dsh_jupyter.registry import (
     DiffCallView,
     DiffResultView,
+    DurableResult,
     FileDiff,
     GenericCallView,
     GenericResultView,
@@ -140,6 +142,19 @@ def test_fallback_without_presenter_and_for_errors() -> None:
     assert plain(card) == "[error: TOOL_ERROR] t\n  error:\n    disk full\n    second line"
     card.finish(failed("no code", None))
     assert plain(card).splitlines()[0] == "[error] t"
+
+
+def test_fallback_draws_image_blocks_between_the_text() -> None:
+    png = base64.b64encode(b"\x89PNG\r\n\x1a\n" + bytes(32)).decode()
+    card = ToolCard(name="t", call=GenericCallView(title="t"))
+    card.finish(DurableResult(is_error=False, content=(
+        {"type": "text", "text": "before"},
+        {"type": "image", "data": png, "mime_type": "image/png"},
+        {"type": "image", "data": "bm90IGEgcG5n", "mime_type": "image/png"},
+        {"type": "text", "text": "after"})))
+    assert plain(card) == ("[ok] t\n    before\n  [image/png, 40 B]\n"
+                           "  [an image that could not be read (image/png)]\n    after")
+    assert f'src="data:image/png;base64,{png}"' in card._repr_mimebundle_()["text/html"]
 
 
 ALL_VIEWS: list[tuple[Any, Any]] = [

@@ -188,6 +188,21 @@ def test_replay_tolerates_partial_logs() -> None:
                          "  tool calls (1):\n    [queued] a\n\n[ok] t\n    hi")
 
 
+def test_a_running_card_shows_the_last_progress_until_its_result() -> None:
+    call: SessionEvent = {"kind": "tool/call", "call_id": "c", "name": "copy", "arguments": {},
+                          "agent": None, "time": 1.0}
+    events: list[SessionEvent] = [call]
+    for done, message in ((1.0, None), (2.0, "half way")):
+        events.append({"kind": "tool/progress", "call_id": "c", "name": "copy",
+                       "progress": done, "total": 4.0, "message": message, "time": 1.0 + done})
+    view = replay(events)
+    assert str(view) == "[running] copy\n  progress 2/4: half way"
+    view.apply({"kind": "tool/result", "call_id": "c", "name": "copy", "arguments": {},
+                "agent": None, "is_error": False, "content": [{"type": "text", "text": "ok"}],
+                "started": 1.0, "ended": 4.0})
+    assert str(view) == "[ok] copy\n    ok"
+
+
 def test_empty_view_fallbacks() -> None:
     bundle = replay([])._repr_mimebundle_()
     assert bundle["text/plain"] == "(no tool calls)"
