@@ -30,6 +30,7 @@ from ..registry.presentation import DurableResult
 from ..registry.results import ToolResult
 from ..registry.scope import RESERVED_NAME
 from . import _ipw
+from .answer import AnswerCard
 from .approval_card import ApprovalCard
 from .approvals import NotebookApprovals
 from .cards import Card, ToolCard, mimebundle
@@ -100,6 +101,8 @@ class SessionView:
         self._lookup = definitions or no_definitions
         self._cards: dict[str, ToolCard | RunCodeCard] = {}  # the current card per call id
         self._order: list[ToolCard | RunCodeCard] = []
+        self._shown: list[Card] = []  # every card in display order (tool and answer cards)
+        self._answers: dict[tuple[str, int], AnswerCard] = {}  # by run id and step
         self._sub_calls: dict[str, SubCallCard] = {}
         self._parent_of: dict[str, RunCodeCard] = {}
         self._box: Any = None
@@ -164,6 +167,19 @@ class SessionView:
             self._asked(event["call_id"], True)
         elif event["kind"] == "tool/approval":
             self._asked(event["call_id"], False)
+        elif event["kind"] == "agent/text-delta":
+            key = (event["run_id"], event["step"])
+            answer = self._answers.get(key)
+            if answer is None:
+                answer = self._answers[key] = AnswerCard(step=event["step"])
+                self._show(answer)
+            answer.add(event["text"])
+        elif event["kind"] == "agent/message" and event["message"].get("role") == "assistant":
+            streamed = self._answers.get((event["run_id"], event["step"]))
+            if streamed is not None and streamed.streaming:
+                content = event["message"].get("content")
+                streamed.finish(content if isinstance(content, str) else None)
+                self.refresh()
 
     def _asked(self, call_id: str, asking: bool) -> None:
         sub = self._sub_calls.get(call_id)
@@ -187,9 +203,13 @@ class SessionView:
             card = self._cards[call_id] = tool_card(name, arguments,
                                                     definition=self._lookup(name, agent))
             self._order.append(card)
-            if self._box is not None:
-                self._box.children = (*self._box.children, card.widget)
+            self._show(card)
         return card
+
+    def _show(self, card: Card) -> None:
+        self._shown.append(card)
+        if self._box is not None:
+            self._box.children = (*self._box.children, card.widget)
 
     def _sub(self, parent_id: str, call_id: str, name: str, arguments: JsonValue) -> SubCallCard:
         sub = self._sub_calls.get(call_id)
@@ -219,13 +239,13 @@ class SessionView:
     @property
     def widget(self) -> Any:
         if self._box is None:
-            self._box = _ipw.ipywidgets().VBox([card.widget for card in self._order])
+            self._box = _ipw.ipywidgets().VBox([card.widget for card in self._shown])
             self._box.add_class("dsh-session")
         return self._box
 
     def _repr_mimebundle_(self, include: Collection[str] | None = None,
                           exclude: Collection[str] | None = None) -> dict[str, Any]:
-        return mimebundle([card.document() for card in self._order],
+        return mimebundle([card.document() for card in self._shown],
                           lambda: self.widget, include=include, exclude=exclude)
 
     def __str__(self) -> str:
@@ -291,6 +311,7 @@ class CallView(_FollowingView):
                 name, agent.name if agent is not None else None))
         self._cards[call_id] = card
         self._order.append(card)
+        self._shown.append(card)
         _CLAIMED.add(call_id)
         self._undo.append(lambda: _CLAIMED.discard(call_id))
         self._undo.append(registry.on_event(self._mine))

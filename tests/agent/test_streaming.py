@@ -233,3 +233,33 @@ async def test_models_that_do_not_stream_emit_no_deltas() -> None:
     registry.on_event(lambda e: events.append(dict(e)))
     await run_agent(registry, ScriptedModel([{"content": "ok"}]), "hi")
     assert "agent/text-delta" not in [e["kind"] for e in events]
+
+
+async def test_a_live_view_shows_streamed_text_as_it_comes(server: ChatServer) -> None:
+    from dsh_jupyter import ToolRegistry
+    from dsh_jupyter.widgets import LiveView
+    from dsh_jupyter.widgets.answer import AnswerCard
+
+    def chunk(delta: dict[str, Any], finish: str | None = None) -> dict[str, Any]:
+        return {"id": "c", "object": "chat.completion.chunk", "model": "test-model",
+                "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
+
+    seen: list[str] = []
+    registry = ToolRegistry()
+    with LiveView(registry) as view:
+        def watch(event: Any) -> None:
+            if event["kind"] == "agent/text-delta":
+                (card,) = view._shown
+                assert isinstance(card, AnswerCard)
+                seen.append(card.text)  # what the card says at each piece
+
+        undo = registry.on_event(watch)
+        server.stream(sse((None, chunk({"role": "assistant", "content": "Four"})),
+                          (None, chunk({"content": ", I think."}, "stop")), (None, "[DONE]")))
+        result = await run_agent(registry, openai(server), "2 + 2?")
+        undo()
+    assert result.answer == "Four, I think."
+    assert seen == ["Four", "Four, I think."]
+    (card,) = view._shown
+    assert isinstance(card, AnswerCard) and card.document().status == "ok"
+    assert "Four, I think." in str(view)

@@ -253,3 +253,28 @@ async def test_a_reused_call_id_gets_a_new_card() -> None:
     assert len(texts) == 2
     assert texts[0].endswith('"n": 1\n    }\n    1')
     assert texts[1].endswith('"n": 2\n    }\n    2')
+
+
+def test_streamed_text_shows_as_it_comes_then_as_sent() -> None:
+    from dsh_jupyter.widgets.answer import AnswerCard
+    from dsh_jupyter.widgets.session import SessionView
+
+    view = SessionView()
+    view.apply({"kind": "agent/text-delta", "run_id": "r", "step": 1, "text": "The answer",
+                "time": 0.0})
+    view.apply({"kind": "agent/text-delta", "run_id": "r", "step": 1, "text": " is 4",
+                "time": 0.1})
+    (answer,) = view._shown
+    assert isinstance(answer, AnswerCard) and answer.document().status == "running"
+    widget_text = answer.widget.children[0].value
+    assert "The answer is 4" in widget_text
+    assert "The answer is 4" in str(view)
+    view.apply({"kind": "agent/message", "run_id": "r", "step": 1, "index": 3, "time": 0.2,
+                "message": {"role": "assistant", "content": "The answer is 4."}})
+    assert answer.document().status == "ok" and answer.text == "The answer is 4."
+    assert "The answer is 4." in answer.widget.children[0].value
+    assert view.cards == ()  # tool cards only
+    # A model that does not stream adds no card.
+    view.apply({"kind": "agent/message", "run_id": "r", "step": 2, "index": 5, "time": 0.3,
+                "message": {"role": "assistant", "content": "Done."}})
+    assert len(view._shown) == 1
