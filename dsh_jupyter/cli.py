@@ -3,6 +3,7 @@
     dsh-jupyter demo                                  # run_code in a fresh kernel, sample tools
     dsh-jupyter run PROGRAM.py --tools MODULE:ATTR [--mode code|both] [--json]
     dsh-jupyter sdk --tools MODULE:ATTR [--scope NAME]
+    dsh-jupyter serve-mcp --tools MODULE:ATTR [--mode native|code|both] [--http HOST:PORT]
     dsh-jupyter eval [--modes MODE ...] [-p NAME VALUE] [--param-file FILE] [-o DIR]
 """
 
@@ -20,7 +21,7 @@ from typing import Any, TextIO
 from .evaluation.command import add_arguments as add_eval_arguments
 from .evaluation.command import run_command as run_eval
 from .events import SessionEvent
-from .registry import ToolCall, ToolRegistry
+from .registry import AgentScope, ToolCall, ToolRegistry
 from .registry.results import ToolResult
 
 DEMO_PROGRAM = '''\
@@ -52,6 +53,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     sdk = commands.add_parser("sdk", help="print the SDK section the model would see")
     sdk.add_argument("--tools", required=True, help="MODULE:ATTR naming a ToolRegistry")
     sdk.add_argument("--scope", default=None)
+    serve = commands.add_parser("serve-mcp", help="serve a registry's tools as an MCP server")
+    serve.add_argument("--tools", required=True,
+                       help="MODULE:ATTR naming a ToolRegistry or an AgentScope")
+    serve.add_argument("--mode", choices=("native", "code", "both"), default=None,
+                       help="how to present the tools (default: the registry's own mode)")
+    serve.add_argument("--http", metavar="HOST:PORT", default=None,
+                       help="serve streamable HTTP at http://HOST:PORT/mcp instead of stdio")
+    serve.add_argument("--token", default=None,
+                       help="bearer token HTTP requests must carry (default: $DSH_MCP_TOKEN; "
+                            "generated and printed when bound beyond loopback)")
+    serve.add_argument("--name", default="dsh-jupyter", help="the server name clients see")
     evaluate = commands.add_parser("eval", help="run the evaluation notebook through papermill")
     add_eval_arguments(evaluate)
     options = parser.parse_args(argv)
@@ -62,6 +74,10 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         return asyncio.run(_run(sample_registry(), DEMO_PROGRAM, "Find the longest Python file",
                                 "code", as_json=False, out=sys.stdout))
+    if options.command == "serve-mcp":
+        from .mcp.serve_command import run_serve
+
+        return run_serve(load_tools(options.tools), options)
     registry = load_registry(options.tools)
     if options.command == "sdk":
         from .registry.prompt import sdk_section
@@ -77,6 +93,22 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def load_registry(spec: str) -> ToolRegistry:
     """Import ``MODULE:ATTR``; ATTR may be a registry or a function returning one."""
+    target = _import_target(spec)
+    if not isinstance(target, ToolRegistry):
+        raise SystemExit(f"{spec!r} is a {type(target).__name__}, not a ToolRegistry")
+    return target
+
+
+def load_tools(spec: str) -> ToolRegistry | AgentScope:
+    """Import ``MODULE:ATTR``: a registry or an agent scope, or a function returning one."""
+    target = _import_target(spec)
+    if not isinstance(target, ToolRegistry | AgentScope):
+        raise SystemExit(f"{spec!r} is a {type(target).__name__}, not a ToolRegistry or an "
+                         f"AgentScope")
+    return target
+
+
+def _import_target(spec: str) -> object:
     module_name, _, attr = spec.partition(":")
     if not module_name or not attr:
         raise SystemExit(f"--tools expects MODULE:ATTR, got {spec!r}")
@@ -85,10 +117,8 @@ def load_registry(spec: str) -> ToolRegistry:
         target: Any = getattr(importlib.import_module(module_name), attr)
     except (ImportError, AttributeError) as exc:
         raise SystemExit(f"cannot load {spec!r}: {exc}") from None
-    if callable(target) and not isinstance(target, ToolRegistry):
+    if callable(target) and not isinstance(target, ToolRegistry | AgentScope):
         target = target()
-    if not isinstance(target, ToolRegistry):
-        raise SystemExit(f"{spec!r} is a {type(target).__name__}, not a ToolRegistry")
     return target
 
 
