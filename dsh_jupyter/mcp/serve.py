@@ -194,13 +194,14 @@ class McpService:
         from mcp.server import Server
         from mcp.types import ListToolsResult, PaginatedRequestParams
 
-        from .serve_tools import instructions, served_tools
+        from .serve_tools import any_json_output, instructions, served_tools
 
         registry, scope = self._registry, self._scope
 
-        async def list_tools(_ctx: Any, _params: PaginatedRequestParams | None
+        async def list_tools(ctx: Any, _params: PaginatedRequestParams | None
                              ) -> ListToolsResult:
-            return ListToolsResult(tools=served_tools(registry, scope))
+            any_json = any_json_output(ctx.protocol_version)
+            return ListToolsResult(tools=served_tools(registry, scope, any_json=any_json))
 
         return Server(self._name, version=_version(),
                       instructions=instructions(registry, scope),

@@ -52,7 +52,7 @@ from ..registry.policy import ANSWERED_BY_ABORT, Approval, ApprovalService
 from ..registry.registry import ToolRegistry
 from ..registry.results import ToolResult
 from ..registry.scope import AgentScope
-from .serve_tools import call_result, output_schema
+from .serve_tools import any_json_output, call_result, output_schema
 
 __all__ = ["APPROVAL_SCHEMA", "ElicitingApproval", "ServedCalls"]
 
@@ -160,7 +160,9 @@ class ServedCalls:
         capabilities = ctx.session.client_capabilities
         run = _Run(call_id=f"mcp-{next(self._numbers)}", name=name,
                    controller=AbortController(),
-                   structured=output_schema(self._registry, self._scope, name) is not None,
+                   structured=output_schema(
+                       self._registry, self._scope, name,
+                       any_json=any_json_output(ctx.protocol_version)) is not None,
                    elicits=capabilities is not None and capabilities.elicitation is not None)
         if ctx.session.can_send_request:
             run.direct = ctx

@@ -12,13 +12,15 @@ Imports the MCP SDK: :mod:`~dsh_jupyter.mcp.serve` imports this module when serv
 from __future__ import annotations
 
 from mcp.types import CallToolResult, ContentBlock, ImageContent, TextContent, Tool
+from mcp.types.version import MODERN_PROTOCOL_VERSIONS
 
 from ..json_value import JsonObject, thaw
 from ..registry.registry import ToolRegistry
 from ..registry.results import ToolResult
 from ..registry.scope import RESERVED_NAME, AgentScope
 
-__all__ = ["ERROR_META_KEY", "call_result", "instructions", "output_schema", "served_tools"]
+__all__ = ["ERROR_META_KEY", "any_json_output", "call_result", "instructions", "output_schema",
+           "served_tools"]
 
 SERVED_RUN_CODE_DESCRIPTION = (
     "Run a Python program that calls this server's tools through the `tools` SDK described "
@@ -28,7 +30,14 @@ ERROR_META_KEY = "dsh-jupyter/error"
 """``_meta`` key of a failed call's result: ``{"code": ..., "message": ...}``."""
 
 
-def served_tools(registry: ToolRegistry, scope: AgentScope | None) -> list[Tool]:
+def any_json_output(protocol_version: str) -> bool:
+    """Whether this protocol version takes any JSON Schema as a tool's output schema (and
+    any JSON value as ``structuredContent``): 2026-07-28 on; before it, objects only."""
+    return protocol_version in MODERN_PROTOCOL_VERSIONS
+
+
+def served_tools(registry: ToolRegistry, scope: AgentScope | None, *,
+                 any_json: bool) -> list[Tool]:
     """The scope's tools as MCP tools, in presentation order (``run_code`` last)."""
     assembly = registry.prompt(scope)
     tools = []
@@ -40,23 +49,26 @@ def served_tools(registry: ToolRegistry, scope: AgentScope | None) -> list[Tool]
         parameters = tool["parameters"]
         assert isinstance(parameters, dict)
         tools.append(Tool(name=name, description=description, input_schema=parameters,
-                          output_schema=output_schema(registry, scope, name)))
+                          output_schema=output_schema(registry, scope, name,
+                                                      any_json=any_json)))
     return tools
 
 
-def output_schema(registry: ToolRegistry, scope: AgentScope | None,
-                  name: str) -> JsonObject | None:
-    """The tool's output schema when it describes a JSON object, else ``None``.
+def output_schema(registry: ToolRegistry, scope: AgentScope | None, name: str, *,
+                  any_json: bool) -> JsonObject | None:
+    """The tool's output schema, if a client of this protocol version can take it.
 
     Handshake-era clients accept only object output schemas (and object
-    ``structuredContent``); a tool returning a string or a list keeps its value in
-    the content instead.
+    ``structuredContent``): there a tool returning a string or a number keeps its value
+    in the content only. An empty schema (any value) says nothing and is left out.
     """
     definition = registry.get(name, scope)
     if definition is None:
         return None
     schema = thaw(definition.output.schema)
-    if isinstance(schema, dict) and schema.get("type") == "object":
+    if not isinstance(schema, dict) or not schema:
+        return None
+    if any_json or schema.get("type") == "object":
         return schema
     return None
 
@@ -74,8 +86,8 @@ def instructions(registry: ToolRegistry, scope: AgentScope | None) -> str | None
 
 def call_result(result: ToolResult, *, structured: bool) -> CallToolResult:
     """``result`` as an MCP result: its content as text and image blocks; for a failure
-    ``isError`` and the error's code under ``_meta``; with ``structured`` (the tool
-    declared an object output schema), the value as ``structuredContent``."""
+    ``isError`` and the error's code under ``_meta``; with ``structured`` (the listing
+    declared the tool's output schema), the value as ``structuredContent``."""
     content: list[ContentBlock] = []
     for block in result.content:
         if block["type"] == "image":
@@ -87,6 +99,6 @@ def call_result(result: ToolResult, *, structured: bool) -> CallToolResult:
         return CallToolResult.model_validate({
             "content": content, "isError": True,
             "_meta": {ERROR_META_KEY: {"code": error.code, "message": error.message}}})
-    if structured and isinstance(result.value, dict):
+    if structured:
         return CallToolResult(content=content, structured_content=result.value)
     return CallToolResult(content=content)
