@@ -67,7 +67,8 @@ async def test_serve_mcp_in_process_over_http_with_a_token() -> None:
     client = ToolRegistry()
     async with serve_mcp(served, http="127.0.0.1:0", token="s3cret", mode="both") as service:
         assert service.url is not None and service.mode == "both"
-        assert served.mode_for() == "both" and served.code_runtime is not None  # a kernel
+        runtime_while_serving = served.code_runtime
+        assert served.mode_for() == "both" and runtime_while_serving is not None
         async with connect_mcp(client, url=service.url, prefix="remote_",
                                headers={"Authorization": "Bearer s3cret"}) as connection:
             assert "remote_run_code" in connection.tools
