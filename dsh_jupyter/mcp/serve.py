@@ -130,24 +130,29 @@ class McpService:
                                     "again")
         from .serve_calls import ElicitingApproval, ServedCalls
 
+        # Unwinds in reverse: calls aborted and awaited, transport stopped, list changes no
+        # longer announced, approval and event sink detached, runtime closed, mode restored.
         stack = self._stack = AsyncExitStack()
         try:
             self._apply_mode(stack)
             await self._open_runtime(stack)
             calls = ServedCalls(self._registry, self._scope, answer_timeout=self._answer_timeout)
-            stack.push_async_callback(calls.aclose)
             stack.callback(self._registry.on_event(calls.on_event))
             previous = self._registry.approval
             self._registry.approval = ElicitingApproval(
                 calls, self._fallback if self._fallback is not None else previous)
             stack.callback(setattr, self._registry, "approval", previous)
-            server = self._server(calls)
+            changes = ListChanges()
+            stack.push_async_callback(changes.aclose)
+            stack.callback(self._registry.on_change(changes.changed))
+            server = self._server(calls, changes)
             if self._host is None:
                 self._transport = asyncio.create_task(self._serve_stdio(server),
                                                       name="mcp stdio server")
             else:
                 await self._start_http(server)
             stack.push_async_callback(self._stop_transport)
+            stack.push_async_callback(calls.aclose)
         except BaseException:
             await stack.aclose()
             raise
@@ -190,8 +195,9 @@ class McpService:
         self._registry.code_runtime = runtime
         stack.callback(setattr, self._registry, "code_runtime", None)
 
-    def _server(self, calls: Any) -> Server[Any]:
+    def _server(self, calls: Any, changes: ListChanges) -> Server[Any]:
         from mcp.server import Server
+        from mcp.server.subscriptions import ListenHandler
         from mcp.types import ListToolsResult, PaginatedRequestParams
 
         from .serve_tools import any_json_output, instructions, served_tools
@@ -205,7 +211,8 @@ class McpService:
 
         return Server(self._name, version=_version(),
                       instructions=instructions(registry, scope),
-                      on_list_tools=list_tools, on_call_tool=calls.call_tool)
+                      on_list_tools=list_tools, on_call_tool=calls.call_tool,
+                      on_subscriptions_listen=ListenHandler(changes.bus))
 
     # Transports ------------------------------------------------------------------------
     async def _serve_stdio(self, server: Server[Any]) -> None:
@@ -265,6 +272,31 @@ class McpService:
             _log.warning("the MCP transport stopped with an error: %r", task.exception())
         if cancelled:
             raise asyncio.CancelledError
+
+
+class ListChanges:
+    """Announces registry changes as ``tools/list_changed`` to 2026-era clients listening
+    (``subscriptions/listen``); one announcement per burst of changes."""
+
+    def __init__(self) -> None:
+        from mcp.server.subscriptions import InMemorySubscriptionBus
+
+        self.bus = InMemorySubscriptionBus()
+        self._task: asyncio.Task[None] | None = None
+
+    def changed(self, _change: object) -> None:
+        if self._task is None or self._task.done():
+            self._task = asyncio.get_running_loop().create_task(self._announce())
+
+    async def _announce(self) -> None:
+        from mcp.server.subscriptions import ToolsListChanged
+
+        await asyncio.sleep(0)  # the rest of a burst (register several tools) lands first
+        await self.bus.publish(ToolsListChanged())
+
+    async def aclose(self) -> None:
+        if self._task is not None:
+            await asyncio.wait({self._task})
 
 
 def _uvicorn_server(config: Any) -> Any:

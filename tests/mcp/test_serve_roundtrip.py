@@ -1,6 +1,7 @@
 """dsh-jupyter's MCP client connected to dsh-jupyter's MCP server: every call crosses two
 pipelines (the client registry's, then the served registry's). Also ``serve_mcp`` used in
-process: what it changes on the registry while serving, and undoes after."""
+process: a tool registered while serving reaches the client (``tools/list_changed``), and
+what serving changes on the registry is undone after."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ import pytest
 
 pytest.importorskip("mcp.client")  # "mcp" alone could resolve to this tests/mcp folder
 
-from mcp_support import call
+from mcp_support import call, eventually
 from serve_support import HERE, LOG_ENV, serve_command, served_facts, served_registry
 
 from dsh_jupyter import AbortController, Deny, ToolRegistry, ToolRunContext
@@ -81,6 +82,14 @@ async def test_serve_mcp_in_process_over_http_with_a_token() -> None:
             controller.abort("stop")
             aborted = await waiting
             await asyncio.wait_for(stopped.wait(), 30)
+
+            @served.tool
+            async def later() -> str:
+                """Registered while serving."""
+                return "new"
+
+            await eventually(lambda: "remote_later" in connection.tools)  # tools/list_changed
+            assert (await call(client, "remote_later")).value == "new"
     assert forecast.value == {"city": "Rome", "high_c": 24.0}
     assert program.value == {"logs": [], "result": 5}  # on a real kernel, in the server
     assert aborted.error is not None and aborted.error.code == "ABORTED"
