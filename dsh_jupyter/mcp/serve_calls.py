@@ -207,6 +207,14 @@ class ServedCalls:
             return call_result(task.result(), structured=run.structured)
         return self._park(run)
 
+    def ask(self, run: _Run, message: str) -> asyncio.Future[ElicitResult]:
+        """Queue an approval question for ``run``'s next ``InputRequiredResult`` (2026 era)."""
+        question = _Question(key=f"approve-{next(self._questions)}", message=message,
+                             answer=asyncio.get_running_loop().create_future())
+        run.unsent.append(question)
+        run.changed.set()
+        return question.answer
+
     def _park(self, run: _Run) -> InputRequiredResult:
         questions, run.unsent = run.unsent, []
         requests: dict[str, InputRequest] = {}
@@ -283,12 +291,7 @@ class ElicitingApproval:
                 answer = await execution.signal.run(run.direct.session.elicit_form(
                     message, APPROVAL_SCHEMA, related_request_id=run.direct.request_id))
             else:
-                question = _Question(key=f"approve-{next(self._calls._questions)}",
-                                     message=message,
-                                     answer=asyncio.get_running_loop().create_future())
-                run.unsent.append(question)
-                run.changed.set()
-                answer = await execution.signal.run(question.answer)
+                answer = await execution.signal.run(self._calls.ask(run, message))
         except ToolAbortedError:
             return Approval(approved=False, answered_by=ANSWERED_BY_ABORT,
                             note=execution.signal.reason)
