@@ -11,17 +11,17 @@ opens a :class:`~dsh_jupyter.kernel.KernelRuntime` when a code mode needs one an
 registry has none, attaches the per-server approval service (elicitation, see
 :mod:`~dsh_jupyter.mcp.serve_calls`) and starts the transport. Leaving it stops the
 transport, aborts the calls still running and awaits them, and undoes all of that.
+
+The calls are :mod:`~dsh_jupyter.mcp.serve_calls`, the tool list and results
+:mod:`~dsh_jupyter.mcp.serve_tools`, HTTP :mod:`~dsh_jupyter.mcp.serve_http`.
 """
 
 from __future__ import annotations
 
 import asyncio
-import hmac
-import ipaddress
 import logging
 import secrets
-import socket
-from contextlib import AsyncExitStack, contextmanager
+from contextlib import AsyncExitStack
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Self
 
@@ -29,11 +29,12 @@ from ..errors import RegistrationError
 from ..registry.policy import ApprovalService
 from ..registry.registry import ToolRegistry
 from ..registry.scope import MODES, AgentScope, PresentationMode
+from .serve_http import is_loopback
 
 if TYPE_CHECKING:
-    from collections.abc import Awaitable, Callable, Iterator, MutableMapping
-
     from mcp.server import Server
+
+    from .serve_http import HttpTransport
 
 __all__ = ["McpService", "serve_mcp"]
 
@@ -80,7 +81,7 @@ def serve_mcp(
         raise RegistrationError("token must be a non-empty string")
     if token is not None and http is None:
         raise RegistrationError("token applies to http= serving; stdio has no network peer")
-    if http is not None and token is None and not _is_loopback(host):
+    if http is not None and token is None and not is_loopback(host):
         token = secrets.token_urlsafe(32)
     if not answer_timeout > 0:
         raise RegistrationError(f"answer_timeout must be a positive number of seconds, "
@@ -111,7 +112,7 @@ class McpService:
         self._answer_timeout = answer_timeout
         self._stack: AsyncExitStack | None = None
         self._transport: asyncio.Task[None] | None = None
-        self._uvicorn: Any = None
+        self._http: HttpTransport | None = None
         self.url: str | None = None
         """``http://HOST:PORT/mcp`` once entered with ``http=``; ``None`` for stdio."""
 
@@ -222,43 +223,21 @@ class McpService:
             await server.run(read, write, server.create_initialization_options())
 
     async def _start_http(self, server: Server[Any]) -> None:
-        import uvicorn
+        from .serve_http import HttpTransport
 
         assert self._host is not None
-        app: Any = server.streamable_http_app(host=self._host)
-        if self.token is not None:
-            app = BearerTokenApp(app, self.token)
-        family = socket.AF_INET6 if ":" in self._host else socket.AF_INET
-        sock = socket.socket(family, socket.SOCK_STREAM)
-        try:
-            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            sock.bind((self._host, self._port))
-        except OSError as exc:
-            sock.close()
-            raise RegistrationError(f"cannot bind {self._host}:{self._port}: {exc}") from None
-        port = sock.getsockname()[1]
-        shown = f"[{self._host}]" if family == socket.AF_INET6 else self._host
-        self.url = f"http://{shown}:{port}/mcp"
-        config = uvicorn.Config(app, log_level="warning", lifespan="on",
-                                timeout_graceful_shutdown=5)
-        self._uvicorn = _uvicorn_server(config)
-        self._transport = asyncio.create_task(self._serve_http(sock), name="mcp http server")
-        while not self._uvicorn.started:
-            if self._transport.done():
-                await self._transport  # raises what stopped it
-                raise RegistrationError(f"the HTTP server on {self.url} stopped at startup")
-            await asyncio.sleep(0.01)
-
-    async def _serve_http(self, sock: socket.socket) -> None:
-        with sock:
-            await self._uvicorn.serve(sockets=[sock])
+        http = HttpTransport(server.streamable_http_app(host=self._host), self._host,
+                             self._port, self.token)
+        self.url = http.url
+        self._transport = await http.start()
+        self._http = http
 
     async def _stop_transport(self) -> None:
         task = self._transport
         if task is None or task.done():
             return
-        if self._uvicorn is not None:
-            self._uvicorn.should_exit = True
+        if self._http is not None:
+            self._http.stop()
         else:
             task.cancel()
         cancelled = False
@@ -299,41 +278,6 @@ class ListChanges:
             await asyncio.wait({self._task})
 
 
-def _uvicorn_server(config: Any) -> Any:
-    """A ``uvicorn.Server`` without its signal handlers: the owner of the block stops it."""
-    import uvicorn
-
-    class QuietServer(uvicorn.Server):
-        @contextmanager
-        def capture_signals(self) -> Iterator[None]:
-            yield
-
-    return QuietServer(config)
-
-
-class BearerTokenApp:
-    """ASGI middleware: HTTP requests without ``Authorization: Bearer <token>`` get 401."""
-
-    def __init__(self, app: Any, token: str) -> None:
-        self._app = app
-        self._expected = f"Bearer {token}".encode()
-
-    async def __call__(self, scope: MutableMapping[str, Any],
-                       receive: Callable[[], Awaitable[MutableMapping[str, Any]]],
-                       send: Callable[[MutableMapping[str, Any]], Awaitable[None]]) -> None:
-        if scope["type"] == "http":
-            given = dict(scope.get("headers") or ()).get(b"authorization", b"")
-            if not hmac.compare_digest(given, self._expected):
-                body = b'{"error": "unauthorized: send Authorization: Bearer <token>"}'
-                await send({"type": "http.response.start", "status": 401,
-                            "headers": [(b"content-type", b"application/json"),
-                                        (b"www-authenticate", b"Bearer"),
-                                        (b"content-length", str(len(body)).encode())]})
-                await send({"type": "http.response.body", "body": body})
-                return
-        await self._app(scope, receive, send)
-
-
 def _parse_http(http: object) -> tuple[str, int]:
     if not isinstance(http, str):
         raise RegistrationError(f"http must be 'HOST:PORT', got {http!r}")
@@ -343,15 +287,6 @@ def _parse_http(http: object) -> tuple[str, int]:
         raise RegistrationError(f"http must be 'HOST:PORT' (port 0 picks a free one), "
                                 f"got {http!r}")
     return host, int(port)
-
-
-def _is_loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
 
 
 def _version() -> str:
