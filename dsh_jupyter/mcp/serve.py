@@ -34,6 +34,7 @@ from .serve_http import is_loopback
 if TYPE_CHECKING:
     from mcp.server import Server
 
+    from .serve_calls import ServedCalls
     from .serve_http import HttpTransport
 
 __all__ = ["McpService", "serve_mcp"]
@@ -196,7 +197,7 @@ class McpService:
         self._registry.code_runtime = runtime
         stack.callback(setattr, self._registry, "code_runtime", None)
 
-    def _server(self, calls: Any, changes: ListChanges) -> Server[Any]:
+    def _server(self, calls: ServedCalls, changes: ListChanges) -> Server[Any]:
         from mcp.server import Server
         from mcp.server.subscriptions import ListenHandler
         from mcp.types import ListToolsResult, PaginatedRequestParams
