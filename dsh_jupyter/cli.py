@@ -59,7 +59,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     serve.add_argument("--mode", choices=("native", "code", "both"), default=None,
                        help="how to present the tools (default: the registry's own mode)")
     serve.add_argument("--http", metavar="HOST:PORT", default=None,
-                       help="serve streamable HTTP at http://HOST:PORT/mcp instead of stdio")
+                       help="serve streamable HTTP at http://HOST:PORT/mcp instead of stdio "
+                            "(PORT alone binds 127.0.0.1)")
     serve.add_argument("--token", default=None,
                        help="bearer token HTTP requests must carry (default: $DSH_MCP_TOKEN; "
                             "generated and printed when bound beyond loopback)")

@@ -60,8 +60,8 @@ def serve_mcp(
     Use as ``async with serve_mcp(...) as service: await service.wait()``. Without
     ``http`` it speaks MCP on this process's stdin and stdout (what an MCP client that
     starts the server as a command expects); with ``http="HOST:PORT"`` it serves
-    streamable HTTP at ``http://HOST:PORT/mcp`` (port 0 picks a free port:
-    ``service.url``). Bound to an address other than loopback it requires
+    streamable HTTP at ``http://HOST:PORT/mcp`` (``http="PORT"`` binds 127.0.0.1; port 0
+    picks a free port: ``service.url``). Bound to an address other than loopback it requires
     ``Authorization: Bearer <token>`` and generates ``token`` when none is given
     (``service.token``); on loopback a given token is required too.
 
@@ -280,13 +280,14 @@ class ListChanges:
 
 
 def _parse_http(http: object) -> tuple[str, int]:
+    """``"HOST:PORT"``, ``":PORT"`` or ``"PORT"`` (both on 127.0.0.1); IPv6 as ``[::1]:PORT``."""
     if not isinstance(http, str):
         raise RegistrationError(f"http must be 'HOST:PORT', got {http!r}")
-    host, sep, port = http.rpartition(":")
-    host = host.strip("[]")
-    if not sep or not host or not port.isdigit() or int(port) > 65535:
-        raise RegistrationError(f"http must be 'HOST:PORT' (port 0 picks a free one), "
-                                f"got {http!r}")
+    host, _, port = http.rpartition(":")
+    host = host.strip("[]") or "127.0.0.1"
+    if not port.isdigit() or int(port) > 65535:
+        raise RegistrationError(f"http must be 'HOST:PORT' or 'PORT' (port 0 picks a free "
+                                f"one; the host defaults to 127.0.0.1), got {http!r}")
     return host, int(port)
 
 

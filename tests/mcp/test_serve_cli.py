@@ -15,7 +15,7 @@ def test_token_without_http_is_refused() -> None:
 
 def test_bad_http_address_is_explained() -> None:
     with pytest.raises(SystemExit, match="HOST:PORT"):
-        main(["serve-mcp", "--tools", "serve_support:served_registry", "--http", "8080"])
+        main(["serve-mcp", "--tools", "serve_support:served_registry", "--http", "host:port"])
 
 
 def test_tools_may_name_a_registry_or_a_scope_but_nothing_else() -> None:

@@ -102,7 +102,8 @@ async def test_serve_mcp_in_process_over_http_with_a_token() -> None:
 async def test_serve_mcp_checks_its_options() -> None:
     registry = served_registry()
     with pytest.raises(RegistrationError, match="HOST:PORT"):
-        serve_mcp(registry, http="8080")
+        serve_mcp(registry, http="localhost:http")
+    assert repr(serve_mcp(registry, http="8765")) == "<McpService 'dsh-jupyter' 127.0.0.1:8765>"
     with pytest.raises(RegistrationError, match="token applies to http"):
         serve_mcp(registry, token="t")
     with pytest.raises(RegistrationError, match="mode="):
