@@ -3,6 +3,7 @@
     dsh-jupyter demo                                  # run_code in a fresh kernel, sample tools
     dsh-jupyter run PROGRAM.py --tools MODULE:ATTR [--mode code|both] [--json]
     dsh-jupyter sdk --tools MODULE:ATTR [--scope NAME]     # ATTR may be an async context manager
+    dsh-jupyter serve-mcp --tools MODULE:ATTR [--mode native|code|both] [--http HOST:PORT]
     dsh-jupyter eval [--modes MODE ...] [-p NAME VALUE] [--param-file FILE] [-o DIR]
 """
 
@@ -21,7 +22,7 @@ from typing import Any, TextIO
 from .evaluation.command import add_arguments as add_eval_arguments
 from .evaluation.command import run_command as run_eval
 from .events import SessionEvent
-from .registry import ToolCall, ToolRegistry
+from .registry import AgentScope, ToolCall, ToolRegistry
 from .registry.results import ToolResult
 
 DEMO_PROGRAM = '''\
@@ -55,6 +56,18 @@ def main(argv: Sequence[str] | None = None) -> int:
                      help="MODULE:ATTR naming a ToolRegistry, a function returning one, or an "
                           "async context manager yielding one (e.g. one with MCP tools)")
     sdk.add_argument("--scope", default=None)
+    serve = commands.add_parser("serve-mcp", help="serve a registry's tools as an MCP server")
+    serve.add_argument("--tools", required=True,
+                       help="MODULE:ATTR naming a ToolRegistry or an AgentScope")
+    serve.add_argument("--mode", choices=("native", "code", "both"), default=None,
+                       help="how to present the tools (default: the registry's own mode)")
+    serve.add_argument("--http", metavar="HOST:PORT", default=None,
+                       help="serve streamable HTTP at http://HOST:PORT/mcp instead of stdio "
+                            "(PORT alone binds 127.0.0.1)")
+    serve.add_argument("--token", default=None,
+                       help="bearer token HTTP requests must carry (default: $DSH_MCP_TOKEN; "
+                            "generated and printed when bound beyond loopback)")
+    serve.add_argument("--name", default="dsh-jupyter", help="the server name clients see")
     evaluate = commands.add_parser("eval", help="run the evaluation notebook through papermill")
     add_eval_arguments(evaluate)
     options = parser.parse_args(argv)
@@ -65,6 +78,10 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         return asyncio.run(_run(sample_registry(), DEMO_PROGRAM, "Find the longest Python file",
                                 "code", as_json=False, out=sys.stdout))
+    if options.command == "serve-mcp":
+        from .mcp.serve_command import run_serve
+
+        return run_serve(lambda: open_tools(options.tools), options)
     if options.command == "sdk":
         return asyncio.run(_print_sdk(options.tools, options.scope, out=sys.stdout))
     registry = load_registry(options.tools)
@@ -84,12 +101,21 @@ def load_registry(spec: str) -> ToolRegistry:
     return target
 
 
+def load_tools(spec: str) -> ToolRegistry | AgentScope:
+    """Import ``MODULE:ATTR``: a registry or an agent scope, or a function returning one."""
+    target = _import_target(spec)
+    if callable(target) and not isinstance(target, ToolRegistry | AgentScope):
+        target = target()
+    return _tools_or_exit(spec, target, "is")
+
+
 @asynccontextmanager
-async def open_registry(spec: str) -> AsyncIterator[ToolRegistry]:
-    """``MODULE:ATTR`` as a registry for the length of the block. ATTR may be a registry,
-    a function returning one, or an async context manager yielding one (or a function
-    returning such a manager, e.g. an ``@asynccontextmanager`` function): that is how a
-    registry with MCP tools is given, since its connections live inside ``async with``::
+async def open_tools(spec: str) -> AsyncIterator[ToolRegistry | AgentScope]:
+    """``MODULE:ATTR`` as a registry or scope for the length of the block. ATTR may be a
+    registry or an agent scope, a function returning one, or an async context manager
+    yielding one (or a function returning such a manager, e.g. an
+    ``@asynccontextmanager`` function): that is how a registry with MCP tools is given,
+    since its connections live inside ``async with``::
 
         @asynccontextmanager
         async def tools():
@@ -98,19 +124,29 @@ async def open_registry(spec: str) -> AsyncIterator[ToolRegistry]:
                 yield registry
     """
     target = _import_target(spec)
-    if callable(target) and not isinstance(target, ToolRegistry):
+    if callable(target) and not isinstance(target, ToolRegistry | AgentScope):
         target = target()
     if isinstance(target, AbstractAsyncContextManager):
         async with target as entered:
-            yield _registry_or_exit(spec, entered, "yields")
+            yield _tools_or_exit(spec, entered, "yields")
     else:
-        yield _registry_or_exit(spec, target, "is")
+        yield _tools_or_exit(spec, target, "is")
 
 
-def _registry_or_exit(spec: str, value: object, verb: str) -> ToolRegistry:
-    if not isinstance(value, ToolRegistry):
-        raise SystemExit(f"{spec!r} {verb} a {type(value).__name__}, not a ToolRegistry "
-                         "(or an async context manager yielding one)")
+@asynccontextmanager
+async def open_registry(spec: str) -> AsyncIterator[ToolRegistry]:
+    """:func:`open_tools` where only a registry will do."""
+    async with open_tools(spec) as tools:
+        if not isinstance(tools, ToolRegistry):
+            raise SystemExit(f"{spec!r} is an AgentScope; name its registry and pass "
+                             f"--scope {tools.name}")
+        yield tools
+
+
+def _tools_or_exit(spec: str, value: object, verb: str) -> ToolRegistry | AgentScope:
+    if not isinstance(value, ToolRegistry | AgentScope):
+        raise SystemExit(f"{spec!r} {verb} a {type(value).__name__}, not a ToolRegistry or an "
+                         "AgentScope (or an async context manager yielding one)")
     return value
 
 

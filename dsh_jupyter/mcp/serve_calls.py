@@ -1,0 +1,329 @@
+"""Calls from MCP clients into a registry: one pipeline run per ``tools/call``.
+
+Each call runs ``registry.execute`` in a task of its own with an
+:class:`~dsh_jupyter.abort.AbortController`, so that
+
+- a cancelled request (``notifications/cancelled``, or a closed HTTP stream) aborts the
+  call's signal, which stops the tool body or the ``run_code`` program, and the request
+  ends once the call has settled;
+- the sub-calls of a ``run_code`` program (the registry's ``tool/code-dispatch-start`` and
+  ``tool/code-dispatch`` events) go out as progress notifications of the request that
+  started the program, when the client sent a progress token;
+- an ``Ask`` decision, for the call or any of its sub-calls, becomes an elicitation
+  (:class:`ElicitingApproval`). On handshake-era connections the server asks mid-call
+  (``elicitation/create`` on the request's stream). The 2026 protocol forbids
+  server-initiated requests: the call answers with an ``InputRequiredResult`` carrying the
+  question, the pipeline keeps waiting, and the client's retry (``inputResponses`` plus the
+  echoed ``requestState``) delivers the answer and serves the rest of the same run.
+
+Imports the MCP SDK: :mod:`~dsh_jupyter.mcp.serve` imports this module when serving starts.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import json
+import logging
+import secrets
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import anyio
+from mcp.server import ServerRequestContext
+from mcp.shared.exceptions import MCPError
+from mcp.types import (
+    INVALID_PARAMS,
+    CallToolRequestParams,
+    CallToolResult,
+    ElicitRequest,
+    ElicitRequestFormParams,
+    ElicitResult,
+    InputRequest,
+    InputRequiredResult,
+)
+
+from ..abort import AbortController
+from ..errors import ToolAbortedError
+from ..events import SessionEvent
+from ..registry.execution import ToolCall, ToolExecution
+from ..registry.policy import ANSWERED_BY_ABORT, Approval, ApprovalService
+from ..registry.registry import ToolRegistry
+from ..registry.results import ToolResult
+from ..registry.scope import AgentScope
+from .serve_tools import any_json_output, call_result, output_schema
+
+__all__ = ["APPROVAL_SCHEMA", "ElicitingApproval", "ServedCalls"]
+
+_log = logging.getLogger(__name__)
+
+APPROVAL_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {"approve": {"type": "boolean", "title": "Approve",
+                               "description": "Let this tool call run", "default": True}},
+}
+"""The form an approval elicitation asks for; ``accept`` approves unless ``approve`` is false."""
+
+CANCELLED_BY_CLIENT = "cancelled by the MCP client"
+
+
+@dataclass(eq=False)
+class _Question:
+    key: str
+    message: str
+    answer: asyncio.Future[ElicitResult]
+
+
+@dataclass(eq=False)
+class _Run:
+    """One served ``tools/call``: the pipeline task, and the request serving it now."""
+
+    call_id: str
+    name: str
+    controller: AbortController
+    structured: bool
+    elicits: bool  # the client declared the elicitation capability
+    task: asyncio.Task[ToolResult] | None = None
+    request: ServerRequestContext[Any, Any] | None = None  # the request attached now
+    direct: ServerRequestContext[Any, Any] | None = None  # handshake era: may send requests
+    changed: asyncio.Event = field(default_factory=asyncio.Event)
+    unsent: list[_Question] = field(default_factory=list)  # 2026 era: for the next round
+    asked: dict[str, _Question] = field(default_factory=dict)  # sent, awaiting the retry
+    progress: asyncio.Queue[str] = field(default_factory=asyncio.Queue)
+    steps: int = 0
+    expiry: asyncio.TimerHandle | None = None
+
+
+class ServedCalls:
+    """The ``tools/call`` handler of one served registry, and the runs it owns.
+
+    ``answer_timeout`` bounds how long a 2026-era run waits for the client's retry after
+    it asked a question; then the run is aborted.
+    """
+
+    def __init__(self, registry: ToolRegistry, scope: AgentScope | None, *,
+                 answer_timeout: float = 600.0) -> None:
+        self._registry = registry
+        self._scope = scope
+        self._answer_timeout = answer_timeout
+        self._runs: dict[str, _Run] = {}  # by call id
+        self._parked: dict[str, _Run] = {}  # by request state
+        self._roots: dict[str, str] = {}  # sub-call id -> the served call id
+        self._numbers = itertools.count(1)
+        self._questions = itertools.count(1)
+        self._closing = False
+
+    # The pipeline's side ------------------------------------------------------------------
+    def on_event(self, event: SessionEvent) -> None:
+        """The registry event sink: routes sub-call events to their run's progress."""
+        if event["kind"] == "tool/code-dispatch-start":
+            self._roots[event["call_id"]] = root = event["root_call_id"]
+            message = f"{event['name']} started"
+        elif event["kind"] == "tool/code-dispatch":
+            self._roots.pop(event["call_id"], None)
+            root = event["root_call_id"]
+            elapsed = (event["ended"] - event["started"]) * 1000
+            status = "failed" if event["is_error"] else "done"
+            message = f"{event['name']} {status} ({elapsed:.0f} ms)"
+        else:
+            return
+        run = self._runs.get(root)
+        if run is not None and run.request is not None:
+            run.progress.put_nowait(message)
+
+    def run_of(self, execution: ToolExecution) -> _Run | None:
+        """The served run ``execution`` belongs to (itself, or a sub-call of its program)."""
+        root = (execution.call_id if execution.parent is None
+                else self._roots.get(execution.call_id))
+        return self._runs.get(root) if root is not None else None
+
+    # The client's side --------------------------------------------------------------------
+    async def call_tool(self, ctx: ServerRequestContext[Any, Any],
+                        params: CallToolRequestParams) -> CallToolResult | InputRequiredResult:
+        if params.request_state is not None:
+            run = self._parked.pop(params.request_state, None)
+            if run is None or run.name != params.name:
+                raise MCPError(INVALID_PARAMS, "unknown or expired requestState: call the "
+                                               "tool again")
+            if run.expiry is not None:
+                run.expiry.cancel()
+            _deliver(run, params.input_responses or {})
+        else:
+            run = self._start(ctx, params.name, params.arguments or {})
+        return await self._serve_round(run, ctx)
+
+    def _start(self, ctx: ServerRequestContext[Any, Any], name: str,
+               arguments: Mapping[str, Any]) -> _Run:
+        if self._closing:
+            raise MCPError(INVALID_PARAMS, "the server is shutting down")
+        capabilities = ctx.session.client_capabilities
+        run = _Run(call_id=f"mcp-{next(self._numbers)}", name=name,
+                   controller=AbortController(),
+                   structured=output_schema(
+                       self._registry, self._scope, name,
+                       any_json=any_json_output(ctx.protocol_version)) is not None,
+                   elicits=capabilities is not None and capabilities.elicitation is not None)
+        if ctx.session.can_send_request:
+            run.direct = ctx
+        self._runs[run.call_id] = run
+        run.task = asyncio.create_task(self._registry.execute(ToolCall(
+            call_id=run.call_id, name=name, arguments=dict(arguments),
+            signal=run.controller.signal, agent=self._scope)), name=f"mcp call {run.call_id}")
+        run.task.add_done_callback(lambda _task: self._settled(run))
+        return run
+
+    def _settled(self, run: _Run) -> None:
+        run.changed.set()
+        if run.expiry is not None:
+            run.expiry.cancel()
+        self._runs.pop(run.call_id, None)
+        for state, parked in list(self._parked.items()):
+            if parked is run:
+                del self._parked[state]
+
+    async def _serve_round(self, run: _Run, ctx: ServerRequestContext[Any, Any]
+                           ) -> CallToolResult | InputRequiredResult:
+        task = run.task
+        assert task is not None
+        run.request, run.progress = ctx, asyncio.Queue()
+        try:
+            async with anyio.create_task_group() as group:
+                group.start_soon(_send_progress, run, ctx)
+                try:
+                    while not task.done() and not run.unsent:
+                        await run.changed.wait()
+                        run.changed.clear()
+                except BaseException:  # cancelled by the client (or the server stopping)
+                    run.controller.abort(CANCELLED_BY_CLIENT)
+                    with anyio.CancelScope(shield=True):
+                        await asyncio.wait({task})
+                    raise
+                finally:
+                    run.progress.put_nowait("")  # _send_progress sends what is queued, then ends
+        finally:
+            run.request = None
+        if task.done():
+            return call_result(task.result(), structured=run.structured)
+        return self._park(run)
+
+    def ask(self, run: _Run, message: str) -> asyncio.Future[ElicitResult]:
+        """Queue an approval question for ``run``'s next ``InputRequiredResult`` (2026 era)."""
+        question = _Question(key=f"approve-{next(self._questions)}", message=message,
+                             answer=asyncio.get_running_loop().create_future())
+        run.unsent.append(question)
+        run.changed.set()
+        return question.answer
+
+    def _park(self, run: _Run) -> InputRequiredResult:
+        questions, run.unsent = run.unsent, []
+        requests: dict[str, InputRequest] = {}
+        for question in questions:
+            run.asked[question.key] = question
+            requests[question.key] = ElicitRequest(params=ElicitRequestFormParams(
+                message=question.message, requested_schema=APPROVAL_SCHEMA))
+        state = secrets.token_urlsafe(24)
+        self._parked[state] = run
+        run.expiry = asyncio.get_running_loop().call_later(
+            self._answer_timeout, self._expire, run, state)
+        return InputRequiredResult(input_requests=requests, request_state=state)
+
+    def _expire(self, run: _Run, state: str) -> None:
+        if self._parked.pop(state, None) is run:
+            run.controller.abort(f"the MCP client did not answer within "
+                                 f"{self._answer_timeout:g} s")
+
+    async def aclose(self) -> None:
+        """Abort every run still in flight and wait until each has settled."""
+        self._closing = True
+        tasks = [run.task for run in self._runs.values() if run.task is not None]
+        for run in list(self._runs.values()):
+            run.controller.abort("the MCP server is shutting down")
+        if tasks:
+            await asyncio.wait(tasks)
+
+
+def _deliver(run: _Run, responses: Mapping[str, Any]) -> None:
+    for key, response in responses.items():
+        question = run.asked.pop(key, None)
+        if question is None or question.answer.done():
+            continue
+        if isinstance(response, ElicitResult):
+            question.answer.set_result(response)
+        else:
+            question.answer.set_exception(MCPError(INVALID_PARAMS, f"{key}: expected an "
+                                                                   "elicitation result"))
+    # A question the retry did not answer is asked again in the next round.
+    run.unsent.extend(run.asked.values())
+    run.asked.clear()
+
+
+async def _send_progress(run: _Run, ctx: ServerRequestContext[Any, Any]) -> None:
+    """Send the run's progress messages on ``ctx`` until the round ends (an empty message)."""
+    while True:
+        message = await run.progress.get()
+        if not message:
+            return
+        run.steps += 1
+        try:
+            await ctx.session.report_progress(run.steps, None, message)
+        except Exception as exc:  # a closed stream: the round is ending anyway
+            _log.debug("progress for %s not sent: %s", run.call_id, exc)
+
+
+class ElicitingApproval:
+    """The approval service while a registry is served: an ``Ask`` in a call from an MCP
+    client that declared elicitation is asked of that client; anything else goes to
+    ``fallback`` (the registry's own approval service, if it had one), or is denied by
+    the ``'deny'`` policy. The result's denial names who answered."""
+
+    def __init__(self, calls: ServedCalls, fallback: ApprovalService | None) -> None:
+        self._calls = calls
+        self._fallback = fallback
+
+    async def request(self, execution: ToolExecution, reason: str | None) -> Approval | bool:
+        run = self._calls.run_of(execution)
+        if run is None or not run.elicits:
+            return await self._without_client(execution, reason, run is not None)
+        message = _question(execution, reason)
+        try:
+            if run.direct is not None:
+                answer = await execution.signal.run(run.direct.session.elicit_form(
+                    message, APPROVAL_SCHEMA, related_request_id=run.direct.request_id))
+            else:
+                answer = await execution.signal.run(self._calls.ask(run, message))
+        except ToolAbortedError:
+            return Approval(approved=False, answered_by=ANSWERED_BY_ABORT,
+                            note=execution.signal.reason)
+        return _approval(answer)
+
+    async def _without_client(self, execution: ToolExecution, reason: str | None,
+                              served: bool) -> Approval | bool:
+        why = "the MCP client cannot answer elicitations" if served else None
+        if self._fallback is None:
+            return Approval(approved=False, answered_by="policy 'deny'", note=why)
+        answer = await self._fallback.request(execution, reason)
+        if why is None:
+            return answer
+        approval = answer if isinstance(answer, Approval) else Approval(approved=bool(answer))
+        note = f"{approval.note}; {why}" if approval.note else why
+        return Approval(approved=approval.approved, answered_by=approval.answered_by, note=note)
+
+
+def _question(execution: ToolExecution, reason: str | None) -> str:
+    arguments = json.dumps(execution.arguments, ensure_ascii=False)
+    if len(arguments) > 500:
+        arguments = arguments[:500] + "…"
+    why = f"\n{reason}" if reason else ""
+    return f"Allow the tool call {execution.name}({arguments})?{why}"
+
+
+def _approval(answer: ElicitResult) -> Approval:
+    if answer.action == "accept":
+        if (answer.content or {}).get("approve", True) is False:
+            return Approval(approved=False, answered_by="user",
+                            note="not approved in the MCP client")
+        return Approval(approved=True, answered_by="user")
+    if answer.action == "decline":
+        return Approval(approved=False, answered_by="user", note="declined in the MCP client")
+    return Approval(approved=False, answered_by="user", note="dismissed in the MCP client")

@@ -1,0 +1,109 @@
+"""The streamable-HTTP transport of a served registry: the SDK's ASGI app under uvicorn,
+in the caller's event loop, behind a bearer token when one is set.
+
+uvicorn's own signal handlers are left out: the ``async with serve_mcp(...)`` block (or the
+``serve-mcp`` command) decides when the server stops.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hmac
+import ipaddress
+import socket
+from collections.abc import Awaitable, Callable, Iterator, MutableMapping
+from contextlib import contextmanager
+from typing import Any
+
+from ..errors import RegistrationError
+
+__all__ = ["BearerTokenApp", "HttpTransport", "is_loopback"]
+
+Scope = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[MutableMapping[str, Any]]]
+Send = Callable[[MutableMapping[str, Any]], Awaitable[None]]
+UNAUTHORIZED = b'{"error": "unauthorized: send Authorization: Bearer <token>"}'
+
+
+class HttpTransport:
+    """``app`` served at ``url`` (``http://HOST:PORT/mcp``); the socket is bound on
+    construction, so port 0 resolves to a free port at once."""
+
+    def __init__(self, app: Any, host: str, port: int, token: str | None) -> None:
+        self._app = BearerTokenApp(app, token) if token is not None else app
+        family = socket.AF_INET6 if ":" in host else socket.AF_INET
+        self._socket = socket.socket(family, socket.SOCK_STREAM)
+        try:
+            self._socket.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            self._socket.bind((host, port))
+        except OSError as exc:
+            self._socket.close()
+            raise RegistrationError(f"cannot bind {host}:{port}: {exc}") from None
+        shown = f"[{host}]" if family == socket.AF_INET6 else host
+        self.url = f"http://{shown}:{self._socket.getsockname()[1]}/mcp"
+        self._server: Any = None
+
+    async def start(self) -> asyncio.Task[None]:
+        """Serve in a new task, returned once uvicorn has started (or raise why it did not)."""
+        import uvicorn
+
+        config = uvicorn.Config(self._app, log_level="warning", lifespan="on",
+                                timeout_graceful_shutdown=5)
+        self._server = _quiet_server(config)
+        task = asyncio.create_task(self._serve(), name="mcp http server")
+        while not self._server.started:
+            if task.done():
+                await task  # raises what stopped it
+                raise RegistrationError(f"the HTTP server on {self.url} stopped at startup")
+            await asyncio.sleep(0.01)
+        return task
+
+    def stop(self) -> None:
+        """Ask uvicorn to stop (it closes connections, waiting at most 5 s for requests)."""
+        if self._server is not None:
+            self._server.should_exit = True
+
+    async def _serve(self) -> None:
+        with self._socket:
+            await self._server.serve(sockets=[self._socket])
+
+
+def _quiet_server(config: Any) -> Any:
+    import uvicorn
+
+    class QuietServer(uvicorn.Server):
+        @contextmanager
+        def capture_signals(self) -> Iterator[None]:
+            yield
+
+    return QuietServer(config)
+
+
+class BearerTokenApp:
+    """ASGI middleware: HTTP requests without ``Authorization: Bearer <token>`` get 401."""
+
+    def __init__(self, app: Any, token: str) -> None:
+        self._app = app
+        self._expected = f"Bearer {token}".encode()
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http":
+            given = dict(scope.get("headers") or ()).get(b"authorization", b"")
+            if not hmac.compare_digest(given, self._expected):
+                await send({"type": "http.response.start", "status": 401,
+                            "headers": [(b"content-type", b"application/json"),
+                                        (b"www-authenticate", b"Bearer"),
+                                        (b"content-length", str(len(UNAUTHORIZED)).encode())]})
+                await send({"type": "http.response.body", "body": UNAUTHORIZED})
+                return
+        await self._app(scope, receive, send)
+
+
+def is_loopback(host: str) -> bool:
+    """Whether ``host`` (a name or an address) is this machine only."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False

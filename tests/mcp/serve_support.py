@@ -1,0 +1,192 @@
+"""The registry the serve tests serve (``--tools serve_support:served_registry``), and helpers
+that start ``dsh-jupyter serve-mcp`` as a child process.
+
+Tools record what they see in the file named by ``DSH_TEST_SERVE_LOG`` (one line per fact),
+so a test observes the server's side (a signal that aborted) without reaching into it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel
+
+from dsh_jupyter import Ask, Deny, ToolRegistry, ToolRunContext, define_tool
+from dsh_jupyter.json_value import JsonValue
+from dsh_jupyter.registry.execution import ToolExecution
+from dsh_jupyter.registry.policy import PreDecision
+from dsh_jupyter.registry.results import Content
+
+HERE = Path(__file__).resolve().parent
+LOG_ENV = "DSH_TEST_SERVE_LOG"
+# A 1x1 PNG.
+PIXEL = base64.b64encode(bytes.fromhex(
+    "89504e470d0a1a0a0000000d49484452000000010000000108060000001f15c489"
+    "0000000d49444154789c6360000002000001e221bc330000000049454e44ae426082")).decode()
+
+
+def _record(fact: str) -> None:
+    path = os.environ.get(LOG_ENV)
+    if path:
+        with open(path, "a", encoding="utf-8") as log:
+            log.write(fact + "\n")
+
+
+class Forecast(BaseModel):
+    city: str
+    high_c: float
+
+
+def served_registry() -> ToolRegistry:
+    registry = ToolRegistry()
+
+    @registry.tool
+    async def add(a: int, b: int) -> int:
+        """Add two integers."""
+        return a + b
+
+    @registry.tool
+    async def forecast(city: str) -> Forecast:
+        """Tomorrow's forecast for a city."""
+        return Forecast(city=city, high_c={"Oslo": 14.5, "Rome": 24.0}.get(city, 20.0))
+
+    @registry.tool
+    async def slow(tag: str, ctx: ToolRunContext) -> str:
+        """Wait until aborted (records the abort reason)."""
+        _record(f"start {tag}")
+        try:
+            await ctx.signal.run(asyncio.sleep(60))
+        finally:
+            _record(f"signal {tag}: {ctx.signal.reason}")
+        return "done"
+
+    @registry.tool
+    async def delete_file(path: str) -> str:
+        """Delete a file (asks for approval first)."""
+        _record(f"deleted {path}")
+        return f"deleted {path}"
+
+    @registry.tool
+    async def read_secret() -> str:
+        """Never allowed."""
+        return "the secret"
+
+    async def picture(args: Any, ctx: ToolRunContext) -> str:
+        return PIXEL
+
+    def show(args: JsonValue, value: JsonValue) -> Content:
+        return ({"type": "text", "text": "a pixel"},
+                {"type": "image", "data": str(value), "mime_type": "image/png"})
+
+    registry.register(define_tool(
+        name="picture", description="A one-pixel PNG.",
+        parameters={"type": "object", "properties": {}, "additionalProperties": False},
+        output={"schema": {"type": "string"}, "render": show}, execute=picture))
+
+    def policy(execution: ToolExecution, decision: PreDecision) -> PreDecision | None:
+        if execution.name == "delete_file":
+            return Ask(f"deleting {execution.arguments['path']} cannot be undone")
+        if execution.name == "read_secret":
+            return Deny("secrets stay secret")
+        return None
+
+    registry.on_pre_execute(policy)
+    return registry
+
+
+def served_scope() -> Any:
+    registry = served_registry()
+    scope = registry.scope("analyst")
+    scope.restrict(allow=["add", "forecast"])
+    return scope
+
+
+def serve_command(*options: str, tools: str = "serve_support:served_registry") -> list[str]:
+    return [sys.executable, "-m", "dsh_jupyter.cli", "serve-mcp", "--tools", tools, *options]
+
+
+def serve_env(log: Path) -> dict[str, str]:
+    env = dict(os.environ)
+    env[LOG_ENV] = str(log)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(HERE), env.get("PYTHONPATH")]))
+    return env
+
+
+class HttpServe:
+    """``dsh-jupyter serve-mcp --http`` as a child process; ``url`` and ``token`` (if printed)
+    come from its stderr."""
+
+    def __init__(self, log: Path, *options: str, env: dict[str, str] | None = None) -> None:
+        self._stderr_path = log.with_suffix(".stderr")
+        self._stderr = self._stderr_path.open("w+")
+        self.process = subprocess.Popen(serve_command(*options), stdin=subprocess.DEVNULL,
+                                        stdout=subprocess.DEVNULL, stderr=self._stderr,
+                                        env=env or serve_env(log), cwd=HERE, text=True)
+        self.url = ""
+        self.token: str | None = None
+        self._wait_ready()
+
+    def _wait_ready(self, seconds: float = 60.0) -> None:
+        import time
+
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline:
+            text = self._stderr_path.read_text()
+            for line in text.splitlines():
+                if " at http://" in line:
+                    self.url = line.rsplit(" at ", 1)[1].strip()
+                if "bearer token" in line:
+                    self.token = line.rsplit(": ", 1)[1].strip()
+            if self.url and (self.token or "bearer token" not in text):
+                return
+            if self.process.poll() is not None:
+                raise RuntimeError(f"serve-mcp exited {self.process.returncode}: {text}")
+            time.sleep(0.05)
+        self.stop()
+        raise RuntimeError(f"serve-mcp did not start: {self._stderr_path.read_text()}")
+
+    @property
+    def stderr(self) -> str:
+        return self._stderr_path.read_text()
+
+    def stop(self) -> int:
+        if self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+        self._stderr.close()
+        return self.process.returncode
+
+
+@contextmanager
+def http_serve(log: Path, *options: str) -> Iterator[HttpServe]:
+    server = HttpServe(log, *options)
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+def stdio_params(log: Path, *options: str, tools: str = "serve_support:served_registry") -> Any:
+    """``StdioServerParameters`` starting ``dsh-jupyter serve-mcp`` with ``options``."""
+    from mcp import StdioServerParameters
+
+    command = serve_command(*options, tools=tools)
+    return StdioServerParameters(command=command[0], args=command[1:], env=serve_env(log),
+                                 cwd=str(HERE))
+
+
+def served_facts(log: Path) -> list[str]:
+    """What the served tools recorded so far."""
+    return log.read_text().splitlines() if log.exists() else []
