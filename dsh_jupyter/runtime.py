@@ -18,6 +18,11 @@ Output as it happens: bindings that also implement :class:`OutputObserver` are t
 each completed log line, and each rich display of the program (``display(obj)``, a
 matplotlib figure), while the program runs, in order. It is a view for people (live
 cards); the result still carries every log line the run kept, and its displays.
+
+Helpers: bindings that also implement :class:`HelperBindings` name some of their
+bindings as methods of ``tools`` with positional arguments (discovery's
+``tools.search("words")``); a runtime that does not know them still offers them as
+plain bindings (``tools["tools.search"]({"query": "words"})``).
 """
 
 from __future__ import annotations
@@ -30,7 +35,8 @@ from .abort import AbortController, AbortSignal
 from .json_value import JsonValue
 
 __all__ = ["Binding", "BindingError", "Bindings", "CodeRunFailure", "CodeRunResult", "CodeRuntime",
-           "Display", "FailureKind", "FunctionBindings", "OutputObserver", "RunFact"]
+           "Display", "FailureKind", "FunctionBindings", "HelperBindings", "OutputObserver",
+           "RunFact", "binding_helpers"]
 
 FailureKind = Literal[
     "exception", "timeout", "abort", "kernel-exit", "invalid-output", "output-limit",
@@ -94,6 +100,29 @@ class OutputObserver(Protocol):
     def on_display(self, display: Display) -> None:
         """A rich output, within the run's display budget."""
         ...
+
+
+@runtime_checkable
+class HelperBindings(Protocol):
+    """Optional third face of :class:`Bindings`: helper methods on ``tools``."""
+
+    @property
+    def helpers(self) -> Mapping[str, str]:
+        """``{method: binding name}``, e.g. ``{"search": "tools.search"}``: ``tools.search(
+        "words", limit=5)`` calls binding ``tools.search`` with ``{"query": "words",
+        "limit": 5}`` (the kernel module knows each helper's parameters). Each binding
+        name is one of :attr:`Bindings.names`; each method shadows a tool's attribute
+        name (that tool stays reachable as ``tools["search"]``)."""
+        ...
+
+
+def binding_helpers(bindings: Bindings) -> dict[str, str]:
+    """The helpers ``bindings`` declare (see :class:`HelperBindings`), else ``{}``."""
+    if not isinstance(bindings, HelperBindings):
+        return {}
+    names = set(bindings.names)
+    return {str(method): str(binding) for method, binding in sorted(bindings.helpers.items())
+            if binding in names}
 
 
 class FunctionBindings:

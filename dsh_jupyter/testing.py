@@ -34,7 +34,14 @@ from .kernel.displays import SafeObserver
 from .kernel.inject import inkernel_source
 from .kernel.logs import OutputLog
 from .kernel.protocol import HostMessage
-from .runtime import Bindings, CodeRunFailure, CodeRunResult, FailureKind, OutputObserver
+from .runtime import (
+    Bindings,
+    CodeRunFailure,
+    CodeRunResult,
+    FailureKind,
+    OutputObserver,
+    binding_helpers,
+)
 
 __all__ = ["InProcessRuntime"]
 
@@ -110,7 +117,8 @@ class InProcessRuntime:
         kernel = _core().Runtime(to_host, (_Stream(log, "stdout", over),
                                            _Stream(log, "stderr", over)))
         task = asyncio.ensure_future(
-            kernel.run(sorted(bindings.names), program, self.max_output_bytes))
+            kernel.run(sorted(bindings.names), program, self.max_output_bytes,
+                       binding_helpers(bindings)))
         undo = signal.add_listener(lambda reason: settle(_failure("abort", reason)))
         timer = loop.call_later(self.wall_seconds, settle, _failure(
             "timeout", f"the program passed its wall budget of {self.wall_seconds:g} s"))

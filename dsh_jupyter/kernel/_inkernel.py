@@ -14,6 +14,12 @@ Inside the program::
     except ToolCallError as error:
         print(error.tool_name, error.message)
 
+Under discovery the host also names *helpers* (``{method: binding}``): methods of
+``tools`` whose positional arguments become the binding's object, per
+:data:`HELPER_PARAMETERS`: ``await tools.search("kernels", limit=5)`` calls binding
+``tools.search`` with ``{"query": "kernels", "limit": 5}``. A helper's binding is not a
+tool of ``tools``, and a tool the helper's name shadows stays reachable by subscript.
+
 Messages (the shapes are mirrored by ``dsh_jupyter.kernel.protocol``)::
 
     kernel -> host  {"kind": "call", "id", "name", "args"}
@@ -266,13 +272,54 @@ class Tool:
         return f"<tool {self.name!r}>"
 
 
+HELPER_PARAMETERS: dict[str, tuple[str, ...]] = {
+    "search": ("query", "limit"),
+    "describe": ("name",),
+}
+"""The helpers this module knows, and their parameters in positional order."""
+
+
+class Helper:
+    """A helper method of ``tools`` (``tools.search("words", limit=5)``): its arguments,
+    positional or by keyword, become the argument object of its binding."""
+
+    __slots__ = ("_binding", "_bridge", "_parameters", "name")
+
+    def __init__(self, bridge: Bridge, name: str, binding: str) -> None:
+        self._bridge = bridge
+        self._binding = binding
+        self._parameters = HELPER_PARAMETERS[name]
+        self.name = name
+
+    async def __call__(self, *args: JsonValue, **kwargs: JsonValue) -> JsonValue:
+        usage = f"tools.{self.name}({', '.join(self._parameters)})"
+        if len(args) > len(self._parameters):
+            raise TypeError(f"{usage} takes at most {len(self._parameters)} arguments")
+        values: dict[str, JsonValue] = dict(zip(self._parameters, args, strict=False))
+        for key, value in kwargs.items():
+            if key not in self._parameters or key in values:
+                raise TypeError(f"{usage}: unexpected or repeated argument {key!r}")
+            values[key] = value
+        return await self._bridge.call(self._binding, values)
+
+    def __repr__(self) -> str:
+        return f"<tools.{self.name}({', '.join(self._parameters)})>"
+
+
 class Tools:
-    """The ``tools`` namespace of one run: ``tools.name(...)`` or ``tools["any-name"](...)``."""
+    """The ``tools`` namespace of one run: ``tools.name(...)`` or ``tools["any-name"](...)``,
+    plus the run's helper methods (``tools.search``, ``tools.describe``) if any."""
 
-    __slots__ = ("_tools",)
+    __slots__ = ("_helpers", "_tools")
 
-    def __init__(self, bridge: Bridge, names: list[str]) -> None:
-        self._tools = {name: Tool(bridge, name) for name in names}
+    def __init__(self, bridge: Bridge, names: list[str],
+                 helpers: Mapping[str, str] | None = None) -> None:
+        helpers = {name: binding for name, binding in (helpers or {}).items()
+                   if name in HELPER_PARAMETERS}
+        bindings = set(helpers.values())
+        self._tools = {name: Tool(bridge, name) for name in names if name not in bindings}
+        self._helpers = {name: Helper(bridge, name, binding)
+                         for name, binding in helpers.items()}
 
     def __getitem__(self, name: str) -> Tool:
         tool = self._tools.get(name)
@@ -280,9 +327,12 @@ class Tools:
             raise KeyError(self._unknown(name))
         return tool
 
-    def __getattr__(self, name: str) -> Tool:
+    def __getattr__(self, name: str) -> Tool | Helper:
         if name.startswith("__"):
             raise AttributeError(name)
+        helper = self._helpers.get(name)
+        if helper is not None:
+            return helper
         tool = self._tools.get(name)
         if tool is None:
             raise AttributeError(self._unknown(name))
@@ -292,7 +342,7 @@ class Tools:
         return name in self._tools
 
     def __dir__(self) -> list[str]:
-        return sorted(self._tools)
+        return sorted({*self._tools, *self._helpers})
 
     def __repr__(self) -> str:
         return f"<tools: {', '.join(sorted(self._tools)) or 'none'}>"
@@ -495,9 +545,11 @@ class Runtime:
         self.bridge = Bridge(send)
         self._output = output
 
-    async def run(self, names: list[str], source: str, max_output_bytes: int) -> None:
-        """Run ``source`` with ``tools`` for ``names``; always ends with one ``done`` message."""
-        tools = Tools(self.bridge, names)
+    async def run(self, names: list[str], source: str, max_output_bytes: int,
+                  helpers: Mapping[str, str] | None = None) -> None:
+        """Run ``source`` with ``tools`` for ``names`` (and ``helpers``, ``{method:
+        binding}``); always ends with one ``done`` message."""
+        tools = Tools(self.bridge, names, helpers)
         if self._output is None:
             patch_write(sys.stdout)
             patch_write(sys.stderr)

@@ -15,7 +15,7 @@ what :func:`program_cell` awaits.
 from __future__ import annotations
 
 import functools
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Final
 
@@ -59,7 +59,10 @@ def setup_cell(carrier: tuple[str, str] | None, *, preloaded: bool) -> str:
     return _SETUP_CELL % (inkernel_source(), carrier)
 
 
-def program_cell(names: Iterable[str], program: str, max_output_bytes: int) -> str:
-    """The one line of cell code that runs ``program`` through the injected runtime."""
+def program_cell(names: Iterable[str], program: str, max_output_bytes: int,
+                 helpers: Mapping[str, str] | None = None) -> str:
+    """The one line of cell code that runs ``program`` through the injected runtime;
+    ``helpers`` (``{method: binding}``) become methods of ``tools``."""
+    extra = f", {dict(sorted(helpers.items()))!r}" if helpers else ""
     return (f"await __import__('sys').modules[{MODULE_NAME!r}].runtime.run("
-            f"{sorted(names)!r}, {program!r}, {max_output_bytes!r})")
+            f"{sorted(names)!r}, {program!r}, {max_output_bytes!r}{extra})")

@@ -39,7 +39,14 @@ from typing import Any, Final, Protocol
 
 from .._waiting import wait_quietly
 from ..abort import AbortSignal
-from ..runtime import Bindings, CodeRunFailure, CodeRunResult, FailureKind, OutputObserver
+from ..runtime import (
+    Bindings,
+    CodeRunFailure,
+    CodeRunResult,
+    FailureKind,
+    OutputObserver,
+    binding_helpers,
+)
 from . import proctree
 from .bridge import Bridge, BuiltResult, done_result
 from .carrier import MessageTooLarge, SocketCarrier
@@ -103,6 +110,7 @@ class RunWatch:
         self._config = session.config
         self._program = program
         self._names = list(bindings.names)
+        self._helpers = binding_helpers(bindings)
         observer = SafeObserver(bindings) if isinstance(bindings, OutputObserver) else None
         self._log = OutputLog(self._config.max_output_bytes, budget,
                               on_entry=None if observer is None else observer.on_log)
@@ -129,7 +137,8 @@ class RunWatch:
             if not self._outcome.done():
                 connection = self._session.connection
                 self._request = connection.execute(
-                    program_cell(self._names, self._program, self._config.max_output_bytes))
+                    program_cell(self._names, self._program, self._config.max_output_bytes,
+                                 self._helpers))
                 self._reader = asyncio.create_task(self._read())
                 tasks = [self._reader,
                          asyncio.create_task(self._watchdog()),

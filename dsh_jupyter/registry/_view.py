@@ -43,6 +43,7 @@ if TYPE_CHECKING:
     from ..json_value import JsonObject
     from ..runtime import CodeRuntime
     from .definition import ToolDefinition
+    from .discovery import Catalog
     from .execution import ExecutionMode, ToolCall
     from .policy import ApprovalService, HookChain
     from .scope import AgentScope, PresentationMode
@@ -73,7 +74,7 @@ class RegistryView(Protocol):
         """Every tool ``scope`` can see, by name (``run_code`` is never among them)."""
 
     def mode_for(self, scope: AgentScope | None = None) -> PresentationMode:
-        """How ``scope`` sees its tools: ``native``, ``code`` or ``both``."""
+        """How ``scope`` sees its tools: ``native``, ``code``, ``both`` or ``discovery``."""
 
     def schemas(self, scope: AgentScope | None = None) -> list[JsonObject]:
         """Detached ``{name, description, parameters}`` of the visible tools, by name."""
@@ -99,6 +100,9 @@ class RegistryView(Protocol):
 
     def _hooks(self, scope: AgentScope | None) -> HookChain:
         """The hooks that apply to a call in ``scope``, in run order."""
+
+    def _catalog(self, scope: AgentScope | None) -> Catalog:
+        """The visible tools as discovery presents and searches them (cached per set)."""
 
 
 class LayerOwner(Protocol):

@@ -22,6 +22,11 @@ is older than :data:`OUTPUT_BATCH_SECONDS`, else at the end of that interval), a
 display flushes the lines before it, so events keep the program's order. Nothing is
 kept or emitted when nobody listens.
 
+Discovery: given a :class:`~.discovery.Catalog` (``mode="discovery"``), the bridge
+also offers its helpers as bindings (:attr:`DispatchBridge.helpers`) and answers them
+itself, from that catalog: they read what the scope sees and change nothing, so they
+take no sub-call id, run no policy and emit no event.
+
 Settlement: the bridge is the run's :class:`~dsh_jupyter.runtime.Bindings`. When the
 program ends the runtime calls :meth:`DispatchBridge.close`: the run signal aborts
 ("run_code settled") and queued calls are abandoned; in-flight ones are awaited, and
@@ -35,7 +40,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections import deque
-from collections.abc import AsyncIterator, Collection
+from collections.abc import AsyncIterator, Collection, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -50,6 +55,7 @@ from ..events import (
 )
 from ..json_value import JsonObject, JsonValue, NotJsonError, snapshot_json
 from ..runtime import BindingError, Display
+from .discovery import Catalog, helper_bindings
 from .execution import ToolCall, ToolRunContext
 from .pipeline import execute
 from .results import ToolResult
@@ -107,10 +113,13 @@ class DispatchBridge:
     scheduled sub-call of the registry."""
 
     def __init__(self, registry: RegistryView, ctx: ToolRunContext,
-                 names: Collection[str]) -> None:
+                 names: Collection[str], *, catalog: Catalog | None = None) -> None:
         self._registry = registry
         self._ctx = ctx
-        self._names = tuple(names)
+        self._catalog = catalog
+        self._helpers = helper_bindings(names) if catalog is not None else {}
+        self._helper_of = {binding: helper for helper, binding in self._helpers.items()}
+        self._names = (*names, *self._helper_of)
         self._limit = registry.max_parallel_sub_calls
         self._run = AbortController()
         self._undo_follow = ctx.signal.add_listener(self._run.abort)
@@ -135,9 +144,22 @@ class DispatchBridge:
 
     @property
     def names(self) -> Collection[str]:
+        """The tools' names, then the helpers' bindings (see :attr:`helpers`)."""
         return self._names
 
+    @property
+    def helpers(self) -> Mapping[str, str]:
+        """``{"search": binding, "describe": binding}`` under discovery, else empty: the
+        methods a runtime adds to ``tools``, and the binding names they call."""
+        return self._helpers
+
     async def call(self, name: str, args: JsonValue) -> JsonValue:
+        helper = self._helper_of.get(name)
+        if helper is not None:
+            assert self._catalog is not None
+            if self._settled:
+                raise BindingError(f"{name}: the run has settled")
+            return self._catalog.answer(helper, args)
         return await self._submit(name, args)
 
     def close(self, reason: str = SETTLED_REASON) -> None:

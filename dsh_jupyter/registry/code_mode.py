@@ -197,7 +197,9 @@ async def _run_program(registry: RegistryView, program: str, ctx: ToolRunContext
                             "runtime:` (from dsh_jupyter.kernel), then set "
                             "registry.code_runtime = runtime")
     names = sorted(n for n in registry.visible(ctx.agent) if n != RESERVED_NAME)
-    bridge = DispatchBridge(registry, ctx, names)
+    discovery = registry.mode_for(ctx.agent) == "discovery"
+    bridge = DispatchBridge(registry, ctx, names,
+                            catalog=registry._catalog(ctx.agent) if discovery else None)
     run = asyncio.ensure_future(runtime.run(program, bridge, bridge.signal))
     try:
         result = await asyncio.shield(run)

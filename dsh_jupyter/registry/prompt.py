@@ -5,6 +5,10 @@
   (order 99) says only ``run_code`` may be called directly, and ``tools:sdk``
   (order 150) carries the usage instructions and the generated SDK.
 - ``both``: every visible schema, then ``run_code``; ``tools:code-only`` is empty.
+- ``discovery``: as ``code``, but ``tools:sdk`` carries a short index of the tools
+  instead of the SDK module; programs find and type tools with ``tools.search`` and
+  ``tools.describe`` (:mod:`~dsh_jupyter.registry.discovery`). The section keeps its id
+  and place, so accounting counts it as the SDK it replaces.
 
 Code modes need a code runtime whose language has an SDK renderer; otherwise
 assembly fails loudly with :class:`~dsh_jupyter.errors.CodeModeError`.
@@ -19,6 +23,7 @@ from typing import TYPE_CHECKING
 from ..errors import CodeModeError
 from ..json_value import JsonObject, thaw
 from .code_mode import RUN_CODE_DESCRIPTION, RUN_CODE_PARAMETERS
+from .discovery import DISCOVERY_RULE, discovery_instructions
 from .scope import RESERVED_NAME, AgentScope, PresentationMode
 from .sdk_python import SdkTool, python_sdk_instructions, render_python_sdk
 
@@ -71,10 +76,14 @@ def assemble(registry: RegistryView, scope: AgentScope | None) -> PromptAssembly
     schemas = registry.schemas(scope)
     if mode == "native":
         return PromptAssembly(mode=mode, tools=schemas, sections=())
-    sdk = sdk_section(registry, scope)
-    rule = PromptSection(id="tools:code-only", order=99,
-                         text=CODE_ONLY_RULE if mode == "code" else "")
-    tools = [run_code_schema()] if mode == "code" else [*schemas, run_code_schema()]
+    if mode == "discovery":
+        sdk = discovery_section(registry, scope)
+        rule = PromptSection(id="tools:code-only", order=99, text=DISCOVERY_RULE)
+    else:
+        sdk = sdk_section(registry, scope)
+        rule = PromptSection(id="tools:code-only", order=99,
+                             text=CODE_ONLY_RULE if mode == "code" else "")
+    tools = [*schemas, run_code_schema()] if mode == "both" else [run_code_schema()]
     return PromptAssembly(mode=mode, tools=tools,
                           sections=tuple(sorted((rule, sdk), key=lambda s: s.order)))
 
@@ -88,6 +97,17 @@ def sdk_section(registry: RegistryView, scope: AgentScope | None, *,
                      output=d.output.schema)
              for name, d in sorted(registry.visible(scope).items()) if name != RESERVED_NAME]
     text = f"{instructions()}\n\n```python\n{render(tools)}```"
+    return PromptSection(id="tools:sdk", order=150, text=text)
+
+
+def discovery_section(registry: RegistryView, scope: AgentScope | None) -> PromptSection:
+    """The ``tools:sdk`` section under ``discovery``: the fixed instructions, then the
+    index of the scope's tools (deterministic: it changes only with the tools)."""
+    renderer_for(registry)  # the same loud failure as code mode without a Python runtime
+    if registry.code_runtime is not None and registry.code_runtime.language != "python":
+        raise CodeModeError(f"discovery needs a Python code runtime; this one runs "
+                            f"{registry.code_runtime.language!r}")
+    text = f"{discovery_instructions()}\n\n{registry._catalog(scope).index()}"
     return PromptSection(id="tools:sdk", order=150, text=text)
 
 

@@ -18,6 +18,7 @@ from ..events import EventSink, SessionEvent
 from ..json_value import JsonObject, NotJsonError, snapshot_json, thaw
 from .code_mode import run_code_definition
 from .definition import ToolDefinition
+from .discovery import Catalog, catalog_of
 from .execution import ExecutionMode, ToolCall
 from .pipeline import execute
 from .policy import ApprovalService, HookChain
@@ -93,6 +94,7 @@ class ToolRegistry(Layer):
         self._version = 0
         self._visible_cache: dict[AgentScope | None, tuple[int, dict[str, ToolDefinition]]] = {}
         self._hook_cache: dict[AgentScope | None, tuple[int, HookChain]] = {}
+        self._catalog_cache: dict[AgentScope | None, tuple[int, Catalog]] = {}
         self._change_listeners: list[Callable[[RegistryChange], None]] = []
         self._event_sinks: list[EventSink] = []
         self._tracer: CallTracer | None = None
@@ -147,6 +149,7 @@ class ToolRegistry(Layer):
         scope._disposed = True
         self._scopes.pop(scope.name, None)
         self._visible_cache.pop(scope, None)
+        self._catalog_cache.pop(scope, None)
         self._hook_cache.pop(scope, None)
         self._changed("dispose", scope.name, tuple(scope._tools))
 
@@ -168,6 +171,16 @@ class ToolRegistry(Layer):
             view.update(scope._tools)
         self._visible_cache[scope] = (self._version, view)
         return view
+
+    def _catalog(self, scope: AgentScope | None) -> Catalog:
+        """What discovery presents and searches for ``scope``: its visible tools, kept
+        until the registry changes (the full SDK for ``describe`` renders once per set)."""
+        cached = self._catalog_cache.get(scope)
+        if cached is not None and cached[0] == self._version:
+            return cached[1]
+        catalog = catalog_of(self._visible(scope).values())
+        self._catalog_cache[scope] = (self._version, catalog)
+        return catalog
 
     def get(self, name: str, scope: AgentScope | None = None) -> ToolDefinition | None:
         """The definition ``scope`` resolves ``name`` to (shadowing and masks applied;
@@ -247,8 +260,9 @@ class ToolRegistry(Layer):
         """The definition ``call`` runs, or the UNKNOWN_TOOL message explaining why none
         (a scope that is not live raises ``RegistrationError`` instead).
 
-        Under ``code`` a model-direct call (no parent) to any tool but ``run_code``
-        resolves to UNKNOWN_TOOL before any policy sees it; SDK sub-calls are exempt.
+        Under ``code`` and ``discovery`` a model-direct call (no parent) to any tool but
+        ``run_code`` resolves to UNKNOWN_TOOL before any policy sees it; SDK sub-calls are
+        exempt.
         """
         self._check_scope(call.agent)
         mode = self.mode_for(call.agent)
@@ -259,7 +273,7 @@ class ToolRegistry(Layer):
                     "natively (mode 'native'); call the tools directly")
         definition = self._visible(call.agent).get(call.name)
         if definition is not None:
-            if mode == "code" and call.parent is None:
+            if mode in ("code", "discovery") and call.parent is None:
                 return (f"only `{RESERVED_NAME}` is callable directly — call `{call.name}` "
                         f"from inside a `{RESERVED_NAME}` program instead")
             return definition

@@ -24,8 +24,8 @@ if TYPE_CHECKING:
     from ._view import LayerOwner
 
 RESERVED_NAME = "run_code"
-PresentationMode = Literal["native", "code", "both"]
-MODES: tuple[PresentationMode, ...] = ("native", "code", "both")
+PresentationMode = Literal["native", "code", "both", "discovery"]
+MODES: tuple[PresentationMode, ...] = ("native", "code", "both", "discovery")
 
 Undo = Callable[[], None]
 
@@ -280,7 +280,7 @@ class AgentScope(Layer):
 
     def present_as(self, mode: PresentationMode) -> Undo:
         """Choose how this agent (and its descendants without their own choice)
-        sees its tools: ``"native"``, ``"code"`` or ``"both"``."""
+        sees its tools: ``"native"``, ``"code"``, ``"both"`` or ``"discovery"``."""
         self._check_alive()
         if mode not in MODES:
             raise RegistrationError(f"present_as({mode!r}): mode must be one of {', '.join(MODES)}")

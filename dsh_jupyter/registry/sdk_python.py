@@ -29,7 +29,7 @@ from __future__ import annotations
 import keyword
 import re
 import unicodedata
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
 
 
@@ -49,27 +49,70 @@ def render_python_sdk(tools: Iterable[SdkTool]) -> str:
     Names are unique in a registry; should two tools share one, the first by
     ``(name, description)`` is kept. Never raises on malformed schemas.
     """
+    return python_sdk_parts(tools).module()
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SdkToolPart:
+    """One tool's share of the SDK module: the type blocks declared for its arguments and
+    output (nested classes included), and its ``Tools`` member, as the module holds them."""
+
+    name: str
+    blocks: tuple[str, ...]
+    member: str
+
+    def text(self) -> str:
+        """The blocks, then the member, separated as in the module (what ``describe`` shows)."""
+        return "\n\n\n".join((*self.blocks, self.member)) + "\n"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SdkParts:
+    """The SDK module cut by tool: :meth:`module` joins the parts into exactly the text of
+    :func:`render_python_sdk`, so a tool's part is byte-identical to its place in it."""
+
+    imports: str
+    tools: tuple[SdkToolPart, ...]
+
+    def module(self) -> str:
+        members = [part.member for part in self.tools]
+        members.append(_GETITEM)
+        parts = [
+            self.imports,
+            _TOOL_CALL_ERROR,
+            *(block for part in self.tools for block in part.blocks),
+            "class Tools(Protocol):\n" + "\n\n".join(members),
+            "tools: Tools",
+        ]
+        return "\n\n\n".join(parts) + "\n"
+
+
+def python_sdk_parts(tools: Iterable[SdkTool], *,
+                     attribute_names: Collection[str] = ()) -> SdkParts:
+    """The SDK for ``tools`` cut into one part per tool (sorted by name).
+
+    A tool's class names depend on the whole set (the first to claim a name keeps it),
+    so a part is only meaningful for the set it was rendered with. ``attribute_names``
+    are taken on ``tools`` by something else (discovery's ``search`` and ``describe``):
+    a tool with such a name is written in its subscript form, ``tools["search"](...)``.
+    """
     unique: dict[str, SdkTool] = {}
     for tool in sorted(tools, key=lambda t: (t.name, t.description)):
         unique.setdefault(tool.name, tool)
     renderer = _Renderer(declare=True)
     # Claim every tool's own names first so nested classes can never take them.
     bases = {name: renderer.claim_base(_tool_base(name)) for name in unique}
-    members: list[str] = []
+    taken = frozenset(attribute_names)
+    parts: list[SdkToolPart] = []
     for name, tool in unique.items():
+        first = len(renderer.blocks)
         args = renderer.declare_root(tool.parameters, f"{bases[name]}Args")
         output = renderer.declare_root(tool.output, f"{bases[name]}Output")
-        members.append(_tool_member(name, tool.description, args, output))
-    members.append(_GETITEM)
+        member = _tool_member(name, tool.description, args, output, method=name not in taken)
+        parts.append(SdkToolPart(name=name, blocks=tuple(renderer.blocks[first:]),
+                                 member=member))
     imports = ", ".join(sorted(renderer.imports | {"Any", "Protocol"}))
-    parts = [
-        f"from typing import {imports}",
-        _TOOL_CALL_ERROR,
-        *renderer.blocks,
-        "class Tools(Protocol):\n" + "\n\n".join(members),
-        "tools: Tools",
-    ]
-    return "\n\n\n".join(parts) + "\n"
+    return SdkParts(imports=f"from typing import {imports}", tools=tuple(parts))
 
 
 def python_sdk_instructions() -> str:
@@ -401,8 +444,9 @@ def _escape_quote_run(run: re.Match[str]) -> str:
     return "".join('\\"' if i % 3 == 2 else '"' for i in range(len(run.group())))
 
 
-def _tool_member(name: str, description: str, args: str, output: str) -> str:
-    if _is_method_name(name):
+def _tool_member(name: str, description: str, args: str, output: str, *,
+                 method: bool = True) -> str:
+    if method and _is_method_name(name):
         head = f"    async def {name}(self, args: {args}) -> {output}:"
         docstring = _docstring(description, "        ")
         return f"{head}\n{docstring}".rstrip() if docstring else f"{head} ..."
