@@ -50,7 +50,7 @@ SUMMARY_CHARS = 100
 
 _INDEX_SUMMARY_CHARS = 60
 _SEPARATOR = re.compile(r"[_.\-/:]")
-_WORD = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|[0-9]+")
+_WORD = re.compile(r"[A-Z]?[a-z0-9]+|[A-Z0-9]+(?![a-z])")
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s")
 # BM25 constants (the usual ones); the name counts NAME_WEIGHT times: a word in a tool's
 # name says more about it than the same word in its description.
@@ -136,6 +136,8 @@ class Catalog:
         """The index: one line per tool under its group when that fits in ``budget``
         bytes, else the names by group, else only the groups and their sizes."""
         groups = _groups(self.tools)
+        if not groups:
+            return "No tools are available."
         head = f"The available tools ({len(self.tools)}"
         head += f", {len(groups)} groups" if len(groups) > 1 else ""
         head += "):"
@@ -151,19 +153,20 @@ class Catalog:
     def names(self) -> tuple[str, ...]:
         return tuple(self._entries)
 
-    def search(self, query: str, limit: int = SEARCH_LIMIT) -> list[JsonValue]:
+    def search(self, query: str, limit: int = SEARCH_LIMIT) -> list[dict[str, str]]:
         """``[{"name", "description"}]`` of the tools best matching ``query``, best first
         (see :meth:`ranked`); the description is the first sentence of the tool's."""
         return [{"name": name, "description": self._entries[name].summary}
                 for name in self.ranked(query, limit)]
 
     def ranked(self, query: str, limit: int = SEARCH_LIMIT) -> list[str]:
-        """The names of the tools best matching ``query``, best first: BM25 over the words
-        of each tool's name (counted three times) and description, ties by name; tools
-        sharing no word with the query are left out."""
+        """The names of the tools best matching ``query``, best first: a name made of
+        exactly the query's words, then BM25 over the words of each tool's name (counted
+        three times) and description, ties by name; tools sharing no word with the query
+        are left out."""
         wanted = set(_terms(query))
         count = len(self._entries)
-        scored: list[tuple[float, str]] = []
+        scored: list[tuple[bool, float, str]] = []
         for name, entry in self._entries.items():
             score = 0.0
             for term in wanted & entry.terms.keys():
@@ -173,10 +176,13 @@ class Catalog:
                 norm = _K1 * (1 - _B + _B * entry.length / self._average_length)
                 score += idf * frequency * (_K1 + 1) / (frequency + norm)
             if score > 0:
-                # Rounded: sums in another order must not reorder equal scores.
-                scored.append((round(score, 9), name))
-        scored.sort(key=lambda hit: (-hit[0], hit[1]))
-        return [name for _, name in scored[:limit]]
+                # A name made of exactly the query's words comes first (``read file`` is
+                # ``read_file`` before ``fs_read_file``). Rounded: sums in another order
+                # must not reorder equal scores.
+                exact = set(_terms(entry.tool.name)) == wanted
+                scored.append((not exact, -round(score, 9), name))
+        scored.sort()
+        return [name for _, _, name in scored[:limit]]
 
     def describe(self, name: str) -> str:
         """``name``'s part of the full SDK for this catalog (rendered once, on first use)."""
@@ -200,7 +206,8 @@ class Catalog:
             if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
                 raise BindingError("tools.search(query, limit=10): limit must be a positive "
                                    "integer")
-            return self.search(query, min(limit, MAX_SEARCH_LIMIT))
+            return [{"name": hit["name"], "description": hit["description"]}
+                    for hit in self.search(query, min(limit, MAX_SEARCH_LIMIT))]
         name = params.get("name")
         if not isinstance(name, str):
             raise BindingError("tools.describe(name): name must be a string")
@@ -232,12 +239,14 @@ _Groups = list[tuple[str, list[SdkTool]]]
 
 
 def _groups(tools: Iterable[SdkTool]) -> _Groups:
-    """Tools by the part of their name before the first ``_ . - / :`` (an MCP server's
-    ``prefix`` ends up there); prefixes only one tool has go to a last group, ``other``."""
+    """Tools by their name's prefix up to the first ``_ . - / :`` (where ``connect_mcp``'s
+    ``prefix`` ends up), e.g. ``fs_``; names no other tool shares a prefix with go to a
+    last group, ``other``, with an empty prefix."""
     by_prefix: dict[str, list[SdkTool]] = {}
     for tool in tools:
-        head = _SEPARATOR.split(tool.name, 1)[0]
-        by_prefix.setdefault(head if head and head != tool.name else "", []).append(tool)
+        found = _SEPARATOR.search(tool.name)
+        prefix = tool.name[: found.end()] if found and 0 < found.end() < len(tool.name) else ""
+        by_prefix.setdefault(prefix, []).append(tool)
     groups: _Groups = []
     rest: list[SdkTool] = by_prefix.pop("", [])
     for prefix in sorted(by_prefix):
@@ -247,14 +256,18 @@ def _groups(tools: Iterable[SdkTool]) -> _Groups:
         else:
             rest += members
     if rest:
-        groups.append(("other", sorted(rest, key=lambda t: t.name)))
+        groups.append(("", sorted(rest, key=lambda t: t.name)))
     return groups
+
+
+def _label(prefix: str) -> str:
+    return prefix or "other"
 
 
 def _per_tool_lines(groups: _Groups) -> list[str]:
     lines = []
     for prefix, members in groups:
-        lines.append(f"{prefix}:")
+        lines.append(f"{_label(prefix)} ({len(members)}):")
         for tool in members:
             summary = _summary(tool.description, _INDEX_SUMMARY_CHARS)
             lines.append(f"- {tool.name}: {summary}" if summary else f"- {tool.name}")
@@ -262,11 +275,14 @@ def _per_tool_lines(groups: _Groups) -> list[str]:
 
 
 def _names_by_group(groups: _Groups) -> list[str]:
-    return [f"{prefix}: {', '.join(t.name for t in members)}" for prefix, members in groups]
+    lines = ["(a group lists its tools' names after its prefix)"] if groups[0][0] else []
+    return lines + [f"{_label(prefix)} ({len(members)}): "
+                    f"{', '.join(t.name[len(prefix):] for t in members)}"
+                    for prefix, members in groups]
 
 
 def _group_sizes(groups: _Groups) -> list[str]:
-    return [f"{prefix} ({len(members)})" for prefix, members in groups]
+    return [f"{_label(prefix)} ({len(members)})" for prefix, members in groups]
 
 
 # --- words -------------------------------------------------------------------------------
