@@ -48,7 +48,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     run = commands.add_parser("run", help="run a program file through run_code")
     run.add_argument("program", type=Path)
     run.add_argument("--tools", required=True, help="MODULE:ATTR naming a ToolRegistry")
-    run.add_argument("--mode", choices=("code", "both"), default="code")
+    run.add_argument("--mode", choices=("code", "both", "discovery"), default="code")
     run.add_argument("--description", default=None)
     run.add_argument("--json", action="store_true", help="print one JSON object")
     sdk = commands.add_parser("sdk", help="print the SDK section the model would see")
@@ -59,7 +59,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     serve = commands.add_parser("serve-mcp", help="serve a registry's tools as an MCP server")
     serve.add_argument("--tools", required=True,
                        help="MODULE:ATTR naming a ToolRegistry or an AgentScope")
-    serve.add_argument("--mode", choices=("native", "code", "both"), default=None,
+    serve.add_argument("--mode", choices=("native", "code", "both", "discovery"), default=None,
                        help="how to present the tools (default: the registry's own mode)")
     serve.add_argument("--http", metavar="HOST:PORT", default=None,
                        help="serve streamable HTTP at http://HOST:PORT/mcp instead of stdio "
@@ -166,7 +166,12 @@ async def _print_sdk(spec: str, scope_name: str | None, *, out: TextIO) -> int:
 
     async with open_registry(spec) as registry:
         scope = registry.find_scope(scope_name) if scope_name else None
-        print(sdk_section(registry, scope, language="python").text, file=out)
+        if registry.mode_for(scope) == "discovery":  # what the model sees is the index
+            section = registry.prompt(scope).section("tools:sdk")
+            assert section is not None
+            print(section.text, file=out)
+        else:
+            print(sdk_section(registry, scope, language="python").text, file=out)
     return 0
 
 

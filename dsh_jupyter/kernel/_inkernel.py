@@ -348,6 +348,9 @@ class Tools:
         return f"<tools: {', '.join(sorted(self._tools)) or 'none'}>"
 
     def _unknown(self, name: str) -> str:
+        if "search" in self._helpers:  # a catalog too big to list: point at the search
+            return (f"no tool named {name!r} in this run; tools.search('words') finds "
+                    "tools, tools.describe(name) shows how to call one")
         known = ", ".join(repr(n) for n in sorted(self._tools)) or "none"
         return f"no tool named {name!r} in this run; known tools: {known}"
 

@@ -65,11 +65,12 @@ def serve_mcp(
     ``Authorization: Bearer <token>`` and generates ``token`` when none is given
     (``service.token``); on loopback a given token is required too.
 
-    ``mode`` overrides the presentation while serving (``"native"``, ``"code"`` or
-    ``"both"``). Every call runs through the registry's pipeline; an ``Ask`` becomes an
-    elicitation when the client supports it, else ``approval_fallback`` (default: the
-    registry's own ``approval``) answers, or the call is denied. ``answer_timeout`` bounds
-    how long a call waits for a 2026-era client to come back with an answer.
+    ``mode`` overrides the presentation while serving (``"native"``, ``"code"``,
+    ``"both"`` or ``"discovery"``). Every call runs through the registry's pipeline; an
+    ``Ask`` becomes an elicitation when the client supports it, else ``approval_fallback``
+    (default: the registry's own ``approval``) answers, or the call is denied.
+    ``answer_timeout`` bounds how long a call waits for a 2026-era client to come back with
+    an answer.
     Needs the ``mcp`` extra.
     """
     if not isinstance(target, ToolRegistry | AgentScope):

@@ -79,7 +79,11 @@ def instructions(registry: ToolRegistry, scope: AgentScope | None) -> str | None
     mode = registry.mode_for(scope)
     if mode == "native":
         return None
-    only = " Only `run_code` can be called directly." if mode == "code" else ""
+    only = " Only `run_code` can be called directly." if mode != "both" else ""
+    if mode == "discovery":
+        return (f"Write Python programs for `{RESERVED_NAME}`: its description lists the "
+                "tools; programs find them with `tools.search` and read their arguments and "
+                f"result types with `tools.describe`.{only}")
     return (f"Write Python programs for `{RESERVED_NAME}`: its description documents the "
             f"`tools` SDK they call, with every tool's arguments and result types.{only}")
 
