@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from dsh_jupyter import Deny, ToolCall, ToolRegistry, default_render, define_tool
-from dsh_jupyter.errors import RegistrationError
+from dsh_jupyter.errors import CodeModeError, RegistrationError
 from dsh_jupyter.kernel import KernelRuntime, KernelRuntimeConfig
 from dsh_jupyter.registry.discovery import Catalog, helper_bindings
 from dsh_jupyter.registry.execution import ToolRunContext
@@ -298,3 +298,9 @@ async def test_present_as_and_mode_choose_discovery_per_scope() -> None:
     assert ToolRegistry(mode="discovery").mode == "discovery"
     with pytest.raises(RegistrationError, match="discovery"):
         ToolRegistry(mode="nope")  # type: ignore[arg-type]
+
+
+def test_discovery_needs_a_python_code_runtime() -> None:
+    registry = ToolRegistry(mode="discovery")
+    with pytest.raises(CodeModeError, match="needs a code runtime"):
+        registry.prompt()

@@ -103,10 +103,10 @@ def sdk_section(registry: RegistryView, scope: AgentScope | None, *,
 def discovery_section(registry: RegistryView, scope: AgentScope | None) -> PromptSection:
     """The ``tools:sdk`` section under ``discovery``: the fixed instructions, then the
     index of the scope's tools (deterministic: it changes only with the tools)."""
-    renderer_for(registry)  # the same loud failure as code mode without a Python runtime
-    if registry.code_runtime is not None and registry.code_runtime.language != "python":
-        raise CodeModeError(f"discovery needs a Python code runtime; this one runs "
-                            f"{registry.code_runtime.language!r}")
+    renderer_for(registry)  # the same loud failure as code mode without a runtime
+    language = registry.code_runtime.language if registry.code_runtime is not None else None
+    if language != "python":  # describe shows the Python SDK
+        raise CodeModeError(f"discovery needs a Python code runtime; this one runs {language!r}")
     text = f"{discovery_instructions()}\n\n{registry._catalog(scope).index()}"
     return PromptSection(id="tools:sdk", order=150, text=text)
 
