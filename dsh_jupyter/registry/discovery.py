@@ -52,8 +52,8 @@ _INDEX_SUMMARY_CHARS = 60
 _SEPARATOR = re.compile(r"[_.\-/:]")
 _WORD = re.compile(r"[A-Z]?[a-z0-9]+|[A-Z0-9]+(?![a-z])")
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s")
-# BM25 constants (the usual ones); the name counts NAME_WEIGHT times: a word in a tool's
-# name says more about it than the same word in its description.
+# BM25 constants (the usual ones); a name's words count _NAME_WEIGHT times: a word in a
+# tool's name says more about it than the same word in its description.
 _K1, _B, _NAME_WEIGHT = 1.2, 0.75, 3
 
 DISCOVERY_RULE = (
@@ -99,7 +99,8 @@ class Catalog:
     """The tools one scope sees, as discovery presents and searches them.
 
     :meth:`index` is the prompt's text; :meth:`search` and :meth:`describe` answer the
-    helpers. Build one per run from the visible tools (``run_code`` excluded).
+    helpers. The registry keeps one per scope until a registration changes what it sees
+    (``ToolRegistry._catalog``); the full SDK that ``describe`` cuts is rendered once.
 
     Example::
 
