@@ -82,7 +82,16 @@ def _kernel_idle(page: Any) -> None:
 
 def _save(locator: Any, name: str, *, docs: bool) -> None:
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
-    locator.screenshot(path=str(ARTIFACTS / name), animations="disabled")
+    for attempt in range(3):
+        try:
+            locator.screenshot(path=str(ARTIFACTS / name), animations="disabled")
+            break
+        except Exception as error:
+            # A %%run_code cell replaces its live card by the outcome's card when the
+            # program ends: the element shot may be swapped under us. The locator
+            # finds the new one on the next attempt.
+            if "not attached" not in str(error) or attempt == 2:
+                raise
     if docs and UPDATE_DOCS:
         DOCS_IMG.mkdir(parents=True, exist_ok=True)
         shutil.copy(ARTIFACTS / name, DOCS_IMG / name)
@@ -215,6 +224,10 @@ def test_run_code_cells_live_approval_plot_and_stop_in_jupyterlab(lab: LabServer
     card.locator("button.dsh-stop").click()
     stopped = cells.nth(4).locator(".dsh-run-code", has_text="Stopped by the user after")
     stopped.wait_for(timeout=60_000)
+    # The live card says so first; then the cell's output is replaced by the outcome's
+    # card. Once the next cell has run, that final card is the one in place.
+    cells.nth(5).locator(".jp-OutputArea", has_text="next cell ran: the user True []").wait_for(
+        timeout=60_000)
     assert "tick 3" in stopped.inner_text()
     assert _text(stopped.locator(".dsh-header").first).startswith("stopped Count slowly")
     output = cells.nth(4).locator(".jp-OutputArea")
@@ -222,5 +235,3 @@ def test_run_code_cells_live_approval_plot_and_stop_in_jupyterlab(lab: LabServer
     assert "CancelledError" not in output.inner_text()
     assert output.locator("[data-mime-type='application/vnd.jupyter.stderr']").count() == 0
     _save(stopped, "magic-stopped.png", docs=True)
-    cells.nth(5).locator(".jp-OutputArea", has_text="next cell ran: the user True []").wait_for(
-        timeout=60_000)
