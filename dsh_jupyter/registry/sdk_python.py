@@ -108,21 +108,13 @@ you — intermediate tool results never enter the conversation, so extract just 
 
 The available tools:"""
 
-_TOOL_CALL_ERROR = '''\
+# Declarations only: the kernel defines the real class, the instructions say what it means.
+_TOOL_CALL_ERROR = """\
 class ToolCallError(Exception):
-    """Raised by a tool call that failed: the tool reported an error or was denied."""
-
     tool_name: str
-    message: str
+    message: str"""
 
-    def __init__(self, tool_name: str, message: str) -> None:
-        super().__init__(message)
-        self.tool_name = tool_name
-        self.message = message'''
-
-_GETITEM = '''\
-    def __getitem__(self, name: str) -> Any:
-        """`tools["name"]` is `tools.name`; use it for names that are not identifiers."""'''
+_GETITEM = "    def __getitem__(self, name: str) -> Any: ..."
 
 _MAX_DEPTH = 32  # schemas are trees a few levels deep; beyond this (or a cycle): Any
 _MAX_NODES = 10_000  # per root: bounds work on schemas built as DAGs in Python
