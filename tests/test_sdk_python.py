@@ -296,6 +296,29 @@ def test_an_object_cycle_ends_in_any() -> None:
     assert text.count("(TypedDict):") == 33  # the root, then one class per level followed
 
 
+def test_field_notes_say_what_the_type_cannot() -> None:
+    """Description, format, a default that matters and bounds, on the field's own line."""
+    params = obj({
+        "depth": {**INT, "description": "Levels.", "default": 1, "minimum": 1, "maximum": 5},
+        "wait": {"type": "number", "exclusiveMinimum": 0},
+        "picks": {"type": "array", "items": STR, "maxItems": 6},
+        "url": {**STR, "format": "uri", "minLength": 1},
+        "hidden": {"type": "boolean", "default": False},  # omitting it says as much
+        "nothing": {**STR, "default": None, "description": "Or null."},
+        "follow": {"type": "boolean", "default": True},
+        "odd": {**INT, "minimum": True, "maximum": float("inf")},  # not numbers: no note
+    })
+    lines = {line.split(":")[0].strip(): line
+             for line in render_python_sdk([tool("t", parameters=params)]).splitlines()}
+    assert lines["depth"].endswith("  # Levels. (default 1; 1..5)")
+    assert lines["wait"].endswith("  # > 0")
+    assert lines["picks"].endswith("  # items <= 6")
+    assert lines["url"].endswith("  # uri; length >= 1")
+    assert lines["nothing"].endswith("  # Or null.")
+    assert lines["follow"].endswith("  # default True")
+    assert "#" not in lines["hidden"] and "#" not in lines["odd"]
+
+
 def test_tool_order_does_not_matter() -> None:
     tools = realistic_tools() + EXOTIC
     expected = render_python_sdk(tools)

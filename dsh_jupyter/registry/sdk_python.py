@@ -27,6 +27,7 @@ Example::
 from __future__ import annotations
 
 import keyword
+import math
 import re
 import unicodedata
 from collections.abc import Iterable, Mapping
@@ -242,14 +243,14 @@ class _Renderer:
             text = self.type_of(sub, hint + (_camel(key) or "Field"), depth=depth + 1, doc=False)
             text = text if key in needed else f"NotRequired[{text}]"
             self.imports |= _typing_names(text)
-            fields.append((key, text, _field_comment(sub)))
+            fields.append((key, text, _field_note(sub)))
         self.imports.add("TypedDict")
         docstring = _docstring(schema.get("description") if doc else None, "    ")
         if all(_is_field_name(key) for key, _, _ in fields):
-            body = "".join(f"{comment}    {key}: {text}\n" for key, text, comment in fields)
+            body = "".join(f"    {key}: {text}{note}\n" for key, text, note in fields)
             self.blocks.append(f"class {name}(TypedDict):\n{docstring}{body}".rstrip())
         else:
-            body = "".join(f"{comment}    {_py_str(k)}: {text},\n" for k, text, comment in fields)
+            body = "".join(f"    {_py_str(k)}: {text},{note}\n" for k, text, note in fields)
             self.blocks.append(f'{name} = TypedDict("{name}", {{\n{body}}})')
         return name
 
@@ -356,18 +357,45 @@ def _lines(text: object) -> list[str]:
     return lines
 
 
-def _field_comment(schema: object) -> str:
-    """The ``#`` line above a field: its description, then its format and default."""
+def _field_note(schema: object) -> str:
+    """The trailing ``  # ...`` of a field: its description, then what its type cannot say
+    (format, default, bounds), or ``""``. A default that omitting the field already implies
+    (``False``, ``None``) is left out."""
     if not isinstance(schema, Mapping):
         return ""
     words = _one_line(schema.get("description"))
-    notes = [f"format: {fmt}"] if (fmt := _one_line(schema.get("format"))) else []
-    default = _scalar_text(schema["default"]) if "default" in schema else None
-    if default is not None:
-        notes.append(f"default: {default}")  # repr-style: already one printable line
+    notes = [fmt] if (fmt := _one_line(schema.get("format"))) else []
+    default = schema.get("default", False)
+    if default is not False and default is not None and (text := _scalar_text(default)):
+        notes.append(f"default {text}")  # repr-style: already one printable line
+    notes += _bounds(schema)
     if notes:
         words = f"{words} ({'; '.join(notes)})" if words else "; ".join(notes)
-    return f"    # {words}\n" if words else ""
+    return f"  # {words}" if words else ""
+
+
+def _bounds(schema: Mapping[str, object]) -> list[str]:
+    """Numeric, length and item-count bounds as short notes: ``1..5``, ``> 0``, ``items <= 6``."""
+    found: list[str] = []
+    for low, high, unit in (("minimum", "maximum", ""), ("minLength", "maxLength", "length "),
+                            ("minItems", "maxItems", "items ")):
+        lo, hi = _number_text(schema.get(low)), _number_text(schema.get(high))
+        if lo is not None and hi is not None:
+            found.append(f"{unit}{lo}..{hi}")
+        elif lo is not None:
+            found.append(f"{unit}>= {lo}")
+        elif hi is not None:
+            found.append(f"{unit}<= {hi}")
+    for key, op in (("exclusiveMinimum", ">"), ("exclusiveMaximum", "<")):
+        if (bound := _number_text(schema.get(key))) is not None:
+            found.append(f"{op} {bound}")
+    return found
+
+
+def _number_text(value: object) -> str | None:
+    """A JSON number as written in a note, else ``None`` (booleans are not numbers)."""
+    finite = type(value) is int or (type(value) is float and math.isfinite(value))
+    return _scalar_text(value) if finite else None
 
 
 def _one_line(text: object) -> str:
