@@ -127,12 +127,14 @@ _OPAQUE = ("$ref", "$dynamicRef", "anyOf", "allOf")
 _ANY_OF_ALONE = frozenset({"anyOf", "description", "title", "default", "examples", "$comment",
                            "deprecated", "readOnly", "writeOnly"})
 _RESERVED = frozenset(
-    {"Any", "Literal", "NotRequired", "Protocol", "TypeAlias", "TypedDict", "ToolCallError"}
+    {"Any", "Literal", "NotRequired", "Protocol", "Required", "TypeAlias", "TypedDict",
+     "ToolCallError"}
     | {"Tools", "tools"}
 )
+_TOTAL_FALSE = ", total=False"
 _NON_ALNUM = re.compile(r"[^0-9A-Za-z]+")
 _STRING_LITERAL = re.compile(r'"(?:[^"\\]|\\.)*"|\'(?:[^\'\\]|\\.)*\'')
-_TYPING_NAME = re.compile(r"\b(?:Any|Literal|NotRequired)\b")
+_TYPING_NAME = re.compile(r"\b(?:Any|Literal|NotRequired|Required)\b")
 _QUOTE_RUN = re.compile(r'"{3,}')
 
 _Alt = tuple[bool, str]  # one union member: (is a Literal member, its text)
@@ -238,20 +240,29 @@ class _Renderer:
             {r for r in required if isinstance(r, str)} if isinstance(required, list) else set()
         )
         name = self.claim(hint)  # before the fields, so the parent keeps the plain name
-        fields: list[tuple[str, str, str]] = []
+        fields: list[tuple[str, str, bool, str]] = []
         for key, sub in props.items():
             text = self.type_of(sub, hint + (_camel(key) or "Field"), depth=depth + 1, doc=False)
-            text = text if key in needed else f"NotRequired[{text}]"
             self.imports |= _typing_names(text)
-            fields.append((key, text, _field_note(sub)))
+            fields.append((key, text, key in needed, _field_note(sub)))
+        # Mark the rarer kind: optional fields (NotRequired), or required ones (total=False).
+        optional = sum(not is_needed for _, _, is_needed, _ in fields)
+        total = len(_TOTAL_FALSE) + len("Required[]") * (len(fields) - optional) >= len(
+            "NotRequired[]") * optional
+        marker = "NotRequired" if total else "Required"
         self.imports.add("TypedDict")
+        if any(is_needed != total for _, _, is_needed, _ in fields):
+            self.imports.add(marker)
+        typed = [(key, text if is_needed == total else f"{marker}[{text}]", note)
+                 for key, text, is_needed, note in fields]
         docstring = _docstring(schema.get("description") if doc else None, "    ")
-        if all(_is_field_name(key) for key, _, _ in fields):
-            body = "".join(f"    {key}: {text}{note}\n" for key, text, note in fields)
-            self.blocks.append(f"class {name}(TypedDict):\n{docstring}{body}".rstrip())
+        options = "" if total else _TOTAL_FALSE
+        if all(_is_field_name(key) for key, _, _ in typed):
+            body = "".join(f"    {key}: {text}{note}\n" for key, text, note in typed)
+            self.blocks.append(f"class {name}(TypedDict{options}):\n{docstring}{body}".rstrip())
         else:
-            body = "".join(f"    {_py_str(k)}: {text},{note}\n" for k, text, note in fields)
-            self.blocks.append(f'{name} = TypedDict("{name}", {{\n{body}}})')
+            body = "".join(f"    {_py_str(k)}: {text},{note}\n" for k, text, note in typed)
+            self.blocks.append(f'{name} = TypedDict("{name}", {{\n{body}}}{options})')
         return name
 
 
