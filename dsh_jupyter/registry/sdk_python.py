@@ -168,16 +168,22 @@ class _Renderer:
         return name
 
     def declare_root(self, schema: object, name: str) -> str:
-        """Declare ``name`` as the root schema's class, or as an alias when it is no object."""
+        """The type of a tool's arguments or output: ``name``, declared as the root schema's
+        class; or, when the root is no object, its type expression itself (the signature
+        says all an alias would), unless a description needs an alias to hang on."""
         self.budget = _MAX_NODES
         self.taken.discard(name)
         text = self.type_of(schema, name, depth=0, doc=True)
-        if text != name:
-            self.taken.add(name)
-            self.imports |= {"TypeAlias", *_typing_names(text)}
-            doc = schema.get("description") if isinstance(schema, Mapping) else None
-            comment = "".join(f"# {line}\n" for line in _lines(doc) if line)
-            self.blocks.append(f"{comment}{name}: TypeAlias = {text}")
+        if text == name:
+            return name
+        self.taken.add(name)
+        self.imports |= _typing_names(text)
+        doc = schema.get("description") if isinstance(schema, Mapping) else None
+        comment = "".join(f"# {line}\n" for line in _lines(doc) if line)
+        if not comment:
+            return text
+        self.imports.add("TypeAlias")
+        self.blocks.append(f"{comment}{name}: TypeAlias = {text}")
         return name
 
     def type_of(self, schema: object, hint: str, *, depth: int, doc: bool) -> str:
