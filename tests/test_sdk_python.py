@@ -307,6 +307,9 @@ def test_field_notes_say_what_the_type_cannot() -> None:
         "nothing": {**STR, "default": None, "description": "Or null."},
         "follow": {"type": "boolean", "default": True},
         "odd": {**INT, "minimum": True, "maximum": float("inf")},  # not numbers: no note
+        "tags": {"type": "array", "items": STR, "uniqueItems": True},
+        "slug": {**STR, "pattern": "^[a-z]+\n$"},
+        "step": {**INT, "multipleOf": 5},
     })
     lines = {line.split(":")[0].strip(): line
              for line in render_python_sdk([tool("t", parameters=params)]).splitlines()}
@@ -316,6 +319,9 @@ def test_field_notes_say_what_the_type_cannot() -> None:
     assert lines["url"].endswith("  # uri; length >= 1")
     assert lines["nothing"].endswith("  # Or null.")
     assert lines["follow"].endswith("  # default True")
+    assert lines["tags"].endswith("  # unique items")
+    assert lines["slug"].endswith("  # pattern ^[a-z]+ $")  # one line, whatever it holds
+    assert lines["step"].endswith("  # multiple of 5")
     assert "#" not in lines["hidden"] and "#" not in lines["odd"]
 
 

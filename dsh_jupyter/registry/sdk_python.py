@@ -392,7 +392,8 @@ def _field_note(schema: object) -> str:
 
 
 def _bounds(schema: Mapping[str, object]) -> list[str]:
-    """Numeric, length and item-count bounds as short notes: ``1..5``, ``> 0``, ``items <= 6``."""
+    """The constraints a type cannot carry, as short notes: ``1..5``, ``> 0``, ``items <= 6``,
+    ``multiple of 5``, ``unique items``, ``pattern ^[a-z]+$``."""
     found: list[str] = []
     for low, high, unit in (("minimum", "maximum", ""), ("minLength", "maxLength", "length "),
                             ("minItems", "maxItems", "items ")):
@@ -406,6 +407,12 @@ def _bounds(schema: Mapping[str, object]) -> list[str]:
     for key, op in (("exclusiveMinimum", ">"), ("exclusiveMaximum", "<")):
         if (bound := _number_text(schema.get(key))) is not None:
             found.append(f"{op} {bound}")
+    if (step := _number_text(schema.get("multipleOf"))) is not None:
+        found.append(f"multiple of {step}")
+    if schema.get("uniqueItems") is True:
+        found.append("unique items")
+    if pattern := _one_line(schema.get("pattern")):
+        found.append(f"pattern {pattern}")
     return found
 
 
