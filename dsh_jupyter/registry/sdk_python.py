@@ -251,10 +251,11 @@ class _Renderer:
             text = self.type_of(sub, hint + (_camel(key) or "Field"), depth=depth + 1, doc=False)
             self.imports |= _typing_names(text)
             fields.append((key, text, key in needed, _field_note(sub)))
-        # Mark the rarer kind: optional fields (NotRequired), or required ones (total=False).
+        # Mark whichever kind costs less: the optional fields (NotRequired[...]) or, in a
+        # total=False class, the required ones (Required[...]); a tie keeps NotRequired.
         optional = sum(not is_needed for _, _, is_needed, _ in fields)
-        total = len(_TOTAL_FALSE) + len("Required[]") * (len(fields) - optional) >= len(
-            "NotRequired[]") * optional
+        total = len("NotRequired[]") * optional <= len(_TOTAL_FALSE) + len("Required[]") * (
+            len(fields) - optional)
         marker = "NotRequired" if total else "Required"
         self.imports.add("TypedDict")
         if any(is_needed != total for _, _, is_needed, _ in fields):
@@ -376,7 +377,7 @@ def _lines(text: object) -> list[str]:
 
 def _field_note(schema: object) -> str:
     """The trailing ``  # ...`` of a field: its description, then what its type cannot say
-    (format, default, bounds), or ``""``. A default that omitting the field already implies
+    (format, default, constraints), or ``""``. A default that omitting the field already implies
     (``False``, ``None``) is left out."""
     if not isinstance(schema, Mapping):
         return ""
@@ -385,13 +386,13 @@ def _field_note(schema: object) -> str:
     default = schema.get("default", False)
     if default is not False and default is not None and (text := _scalar_text(default)):
         notes.append(f"default {text}")  # repr-style: already one printable line
-    notes += _bounds(schema)
+    notes += _constraints(schema)
     if notes:
         words = f"{words} ({'; '.join(notes)})" if words else "; ".join(notes)
     return f"  # {words}" if words else ""
 
 
-def _bounds(schema: Mapping[str, object]) -> list[str]:
+def _constraints(schema: Mapping[str, object]) -> list[str]:
     """The constraints a type cannot carry, as short notes: ``1..5``, ``> 0``, ``items <= 6``,
     ``multiple of 5``, ``unique items``, ``pattern ^[a-z]+$``."""
     found: list[str] = []
