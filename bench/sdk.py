@@ -3,27 +3,51 @@
 Prints the median time to render the SDK for 1,000 tools (the 20 realistic
 tools of ``tests/golden/sdk/realistic.tools.json``, renamed and repeated), and
 for the 20 realistic tools the bytes of the Code Mode SDK section (instructions
-+ module) next to the bytes of the native function schemas they replace.
++ module) next to the bytes of the native function schemas they replace: now,
+and as the renderer of ``BASELINE_COMMIT`` (before the SDK was made leaner)
+rendered them, with where the bytes go in each.
 Then, for discovery, the prompt bytes of catalogs of 50, 100 and 300 tools
 (``tests/golden/discovery``: the realistic tools and two npm MCP servers' schemas,
 repeated under server prefixes) next to the full SDK for the same tools.
 
     python bench/sdk.py [--tools 1000] [--rounds 7]
+
+The baseline is rendered live: ``sdk_python.py`` at ``BASELINE_COMMIT`` is a
+standard-library module, so ``git show`` loads it as it was. Outside a git
+checkout the figures recorded from it (``BASELINE_RECORDED``) are printed instead.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import re
 import statistics
+import subprocess
 import sys
 import time
+import types
+from collections import Counter
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
-from dsh_jupyter.registry.sdk_python import SdkTool, python_sdk_instructions, render_python_sdk
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
 
-TOOL_SET = Path(__file__).resolve().parents[1] / "tests" / "golden" / "sdk" / "realistic.tools.json"
-DISCOVERY_CATALOG = Path(__file__).resolve().parents[1] / "tests" / "golden" / "discovery"
+from dsh_jupyter.mcp.adapt import UNVALIDATED_NOTE  # noqa: E402
+from dsh_jupyter.registry.schema_subset import schema_violations  # noqa: E402
+from dsh_jupyter.registry.sdk_python import (  # noqa: E402
+    SdkTool,
+    python_sdk_instructions,
+    render_python_sdk,
+)
+
+TOOL_SET = ROOT / "tests" / "golden" / "sdk" / "realistic.tools.json"
+DISCOVERY_CATALOG = ROOT / "tests" / "golden" / "discovery"
+BASELINE_COMMIT = "1d66968f7d5d877f6773f0ec995da64345ed5967"
+BASELINE_RECORDED = {"section": 14_528, "instructions": 1_348, "output types": 3_418}
+
+Render = Callable[[Iterable[SdkTool]], str]
 
 
 def realistic_tools() -> list[SdkTool]:
@@ -44,6 +68,74 @@ def many_tools(count: int) -> list[SdkTool]:
     ]
 
 
+def baseline_renderer() -> tuple[Callable[[], str], Render] | None:
+    """``(instructions, render)`` of the SDK module at ``BASELINE_COMMIT``, or ``None``."""
+    try:
+        source = subprocess.run(
+            ["git", "show", f"{BASELINE_COMMIT}:dsh_jupyter/registry/sdk_python.py"],
+            cwd=ROOT, capture_output=True, text=True, check=True, timeout=30).stdout
+    except (OSError, subprocess.SubprocessError):
+        return None
+    module = types.ModuleType("sdk_python_baseline")
+    sys.modules[module.__name__] = module  # dataclasses look their module up
+    exec(compile(source, f"{BASELINE_COMMIT[:7]}:sdk_python.py", "exec"), module.__dict__)
+    return module.python_sdk_instructions, module.render_python_sdk
+
+
+def categories(module: str) -> Counter[str]:
+    """Bytes of an SDK module by what they carry, read line by line from the rendering. A
+    type block counts as output when its name says ``Output`` before it says ``Args``."""
+    found: Counter[str] = Counter()
+    for block in re.split(r"(?<=\n)(?=\S)", module):
+        declared = re.search(r"^(?:class (\w+)|(\w+) = TypedDict|(\w+): TypeAlias)", block, re.M)
+        name = next((group for group in declared.groups() if group), "") if declared else ""
+        part = "output" if re.match(r"\w*?Output", name) and not re.match(r"\w*?Args", name) \
+            else "args"
+        for line in block.splitlines(keepends=True):
+            size, stripped = len(line.encode()), line.strip()
+            if not stripped:
+                found["layout (blank lines)"] += size
+            elif line.startswith("from typing"):
+                found["imports"] += size
+            elif name in ("ToolCallError", "Tools") or block.startswith("tools: Tools"):
+                found[_tools_category(name, stripped)] += size
+            elif stripped.startswith("#"):
+                found[f"{part} types: field notes"] += size  # a comment line of its own
+            elif line.startswith(("class ", '    """', '    r"""')) or " = TypedDict(" in line:
+                found[f"{part} types: class lines, docstrings"] += size
+            elif "TypeAlias = " in line:
+                found[f"{part} types: aliases"] += size
+            else:
+                code, hash_, note = line.partition("  # ")
+                found[f"{part} types: fields"] += len(code.encode()) + (1 if hash_ else 0)
+                found[f"{part} types: field notes"] += len((hash_ + note).encode()) - (
+                    1 if hash_ else 0)
+    return found
+
+
+def _tools_category(name: str, line: str) -> str:
+    if name != "Tools":
+        return "ToolCallError, tools: Tools"
+    if line.startswith(("async def ", "# tools[")):
+        return "Tools: signatures"
+    if "__getitem__" in line or line.startswith(('"""`tools', "class Tools")):
+        return "Tools: class line, __getitem__"
+    return "Tools: tool descriptions (docstrings)"
+
+
+def sdk_figures(instructions: Callable[[], str], render: Render,
+                tools: list[SdkTool]) -> dict[str, int]:
+    module = render(tools)
+    text = instructions()
+    found = categories(module)
+    return {
+        "section": len(f"{text}\n\n{module}".encode()),
+        "instructions": len(text.encode()),
+        "output types": sum(size for key, size in found.items() if key.startswith("output")),
+        **{f"  {name}": size for name, size in sorted(found.items())},
+    }
+
+
 def main(count: int, rounds: int) -> None:
     tools = many_tools(count)
     timings = []
@@ -56,25 +148,31 @@ def main(count: int, rounds: int) -> None:
     print(f" ({median / count * 1e6:.0f} µs/tool, {len(module.encode()):,} bytes)")
 
     realistic = realistic_tools()
-    section = python_sdk_instructions() + "\n\n" + render_python_sdk(realistic)
-    native = json.dumps(
-        [
-            {"name": t.name, "description": t.description, "parameters": t.parameters}
-            for t in realistic
-        ]
-    )
-    sdk_bytes, native_bytes = len(section.encode()), len(native.encode())
-    instructions = len(python_sdk_instructions().encode())
-    print(f"{len(realistic)} realistic tools:")
-    print(f"  SDK section    {sdk_bytes:>7,} bytes (instructions {instructions:,} + module)")
-    print(f"  native schemas {native_bytes:>7,} bytes (json.dumps of name/description/parameters)")
-    untyped = [
-        SdkTool(name=t.name, description=t.description, parameters=t.parameters, output={})
-        for t in realistic
-    ]
-    outputs = len(render_python_sdk(realistic).encode()) - len(render_python_sdk(untyped).encode())
-    print(f"  of which output types {outputs:,} bytes (native schemas carry none)")
-    print(f"  ratio SDK/native {sdk_bytes / native_bytes:.2f}")
+    native = len(json.dumps([{"name": t.name, "description": t.description,
+                              "parameters": t.parameters} for t in realistic]).encode())
+    with_outputs = len(json.dumps([{"name": t.name, "description": t.description,
+                                    "parameters": t.parameters, "outputSchema": t.output}
+                                   for t in realistic]).encode())
+    after = sdk_figures(python_sdk_instructions, render_python_sdk, realistic)
+    baseline = baseline_renderer()
+    before = (sdk_figures(*baseline, realistic) if baseline is not None
+              else BASELINE_RECORDED)
+    source = "rendered" if baseline is not None else "recorded"
+    print(f"{len(realistic)} realistic tools, SDK section (instructions + module) in bytes:")
+    print(f"  {'':38} {'before':>8} {'after':>8}   before = {BASELINE_COMMIT[:7]}, {source}")
+    for key in after | before:
+        print(f"  {key:38} {before.get(key, 0):>8,} {after.get(key, 0):>8,}")
+    print(f"  native schemas {native:,} bytes (json.dumps of name/description/parameters); "
+          f"with MCP's outputSchema {with_outputs:,}")
+    print(f"  ratio SDK/native: before {before['section'] / native:.2f}, "
+          f"after {after['section'] / native:.2f}; "
+          f"without output types {(after['section'] - after['output types']) / native:.2f}; "
+          f"against native with outputSchema {after['section'] / with_outputs:.2f}")
+    unvalidated = [t.name for t in realistic if schema_violations(t.parameters)]
+    note = len(f"\n\n{UNVALIDATED_NOTE}".encode())
+    print(f"  served over MCP, {len(unvalidated)} of these tools are outside the validated "
+          f"subset and their descriptions gain the unvalidated note: {note} bytes each, "
+          f"{note * len(unvalidated):,} in native and SDK alike (not counted above)")
 
 
 def discovery(sizes: tuple[int, ...] = (50, 100, 300)) -> None:

@@ -54,7 +54,7 @@ def test_run_failure_exit_code(tmp_path: Path) -> None:
 def test_sdk_command() -> None:
     done = cli("sdk", "--tools", "cli_fixtures.sample_tools:registry")
     assert done.returncode == 0, done.stderr
-    assert "async def greet(self, args: GreetArgs) -> GreetOutput:" in done.stdout
+    assert "async def greet(self, args: GreetArgs) -> str:" in done.stdout
 
 
 def test_bad_tools_spec_is_explained() -> None:

@@ -111,7 +111,7 @@ def test_mode_contributions_and_sections() -> None:
     rule = prompt.section("tools:code-only")
     assert rule is not None and "Only `run_code`" in rule.text
     sdk = prompt.section("tools:sdk")
-    assert sdk is not None and "async def echo(self, args: EchoArgs) -> EchoOutput" in sdk.text
+    assert sdk is not None and "async def echo(self, args: EchoArgs) -> str" in sdk.text
     parameters = prompt.tools[0]["parameters"]
     assert isinstance(parameters, dict) and parameters["required"] == ["code", "description"]
 

@@ -162,7 +162,7 @@ def test_a_tool_named_like_a_helper_is_described_by_subscript() -> None:
     tools = [SdkTool(name=n, description=f"The {n} tool.", parameters={}, output={})
              for n in ("search", "describe", "tools.search")]
     catalog = Catalog(tools)
-    assert '    # tools["search"](args: SearchArgs) -> SearchOutput' in catalog.describe("search")
+    assert catalog.describe("search").startswith('    # tools["search"](args: ')
     assert helper_bindings(t.name for t in tools) == {
         "describe": "tools.describe", "search": "$tools.search"}
 

@@ -62,7 +62,7 @@ async def test_dsh_sdk_line_magic(shell: Any) -> None:
     from dsh_jupyter.extension import sdk_text
 
     text = sdk_text(shell.user_ns, "registry")
-    assert "async def double(self, args: DoubleArgs) -> DoubleOutput:" in text
+    assert "async def double(self, args: DoubleArgs) -> int:" in text
     assert shell.run_cell("%dsh_sdk").success
     from dsh_jupyter.extension import sdk_bundle
 
@@ -70,7 +70,7 @@ async def test_dsh_sdk_line_magic(shell: Any) -> None:
     assert bundle["text/plain"] == text
     assert bundle["text/html"].startswith("<details open")  # framed, foldable
     assert "## Writing code for run_code" in bundle["text/html"]  # shown as text, not a heading
-    assert "-&gt; DoubleOutput" in bundle["text/html"]  # escaped
+    assert "-&gt; int" in bundle["text/html"]  # escaped
 
 
 async def test_run_code_outcome_displays_the_card(shell: Any) -> None:

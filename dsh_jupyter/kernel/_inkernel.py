@@ -106,7 +106,7 @@ class ToolCallError(Exception):
     __module__ = "builtins"  # tracebacks say ToolCallError, not this private module
 
     def __init__(self, tool_name: str, message: str) -> None:
-        super().__init__(message)  # str(error) is the message, as the SDK documents
+        super().__init__(message)  # str(error) is the message
         self.add_note(f"tool: {tool_name}")  # an uncaught one's traceback names the tool
         self.tool_name = tool_name
         self.message = message

@@ -40,8 +40,8 @@ ConcurrencySafe: TypeAlias = "bool | Literal['read-only-hint'] | Callable[[Tool]
 """Which MCP tools may overlap in Code Mode: ``False`` (none, the default), ``True`` (all),
 ``"read-only-hint"`` (those the server annotates ``readOnlyHint: true``) or a predicate."""
 
-UNVALIDATED_NOTE = ("(Arguments are checked by the MCP server, not before the call: the input "
-                    "schema uses JSON Schema features outside the supported subset.)")
+# What the model needs to know; why (the input schema is outside the subset) is for docs/mcp.md.
+UNVALIDATED_NOTE = "(Arguments are checked by the MCP server, not before the call.)"
 
 _TEXT_SCHEMA: JsonObject = {"type": "string"}
 _ROOT_ANNOTATIONS = frozenset({"$schema", "$id"})

@@ -27,6 +27,7 @@ Example::
 from __future__ import annotations
 
 import keyword
+import math
 import re
 import unicodedata
 from collections.abc import Collection, Iterable, Mapping
@@ -151,21 +152,13 @@ you — intermediate tool results never enter the conversation, so extract just 
 
 The available tools:"""
 
-_TOOL_CALL_ERROR = '''\
+# Declarations only: the kernel defines the real class, the instructions say what it means.
+_TOOL_CALL_ERROR = """\
 class ToolCallError(Exception):
-    """Raised by a tool call that failed: the tool reported an error or was denied."""
-
     tool_name: str
-    message: str
+    message: str"""
 
-    def __init__(self, tool_name: str, message: str) -> None:
-        super().__init__(message)
-        self.tool_name = tool_name
-        self.message = message'''
-
-_GETITEM = '''\
-    def __getitem__(self, name: str) -> Any:
-        """`tools["name"]` is `tools.name`; use it for names that are not identifiers."""'''
+_GETITEM = "    def __getitem__(self, name: str) -> Any: ..."
 
 _MAX_DEPTH = 32  # schemas are trees a few levels deep; beyond this (or a cycle): Any
 _MAX_NODES = 10_000  # per root: bounds work on schemas built as DAGs in Python
@@ -177,12 +170,14 @@ _OPAQUE = ("$ref", "$dynamicRef", "anyOf", "allOf")
 _ANY_OF_ALONE = frozenset({"anyOf", "description", "title", "default", "examples", "$comment",
                            "deprecated", "readOnly", "writeOnly"})
 _RESERVED = frozenset(
-    {"Any", "Literal", "NotRequired", "Protocol", "TypeAlias", "TypedDict", "ToolCallError"}
+    {"Any", "Literal", "NotRequired", "Protocol", "Required", "TypeAlias", "TypedDict",
+     "ToolCallError"}
     | {"Tools", "tools"}
 )
+_TOTAL_FALSE = ", total=False"
 _NON_ALNUM = re.compile(r"[^0-9A-Za-z]+")
 _STRING_LITERAL = re.compile(r'"(?:[^"\\]|\\.)*"|\'(?:[^\'\\]|\\.)*\'')
-_TYPING_NAME = re.compile(r"\b(?:Any|Literal|NotRequired)\b")
+_TYPING_NAME = re.compile(r"\b(?:Any|Literal|NotRequired|Required)\b")
 _QUOTE_RUN = re.compile(r'"{3,}')
 
 _Alt = tuple[bool, str]  # one union member: (is a Literal member, its text)
@@ -216,16 +211,22 @@ class _Renderer:
         return name
 
     def declare_root(self, schema: object, name: str) -> str:
-        """Declare ``name`` as the root schema's class, or as an alias when it is no object."""
+        """The type of a tool's arguments or output: ``name``, declared as the root schema's
+        class; or, when the root is no object, its type expression itself (the signature
+        says all an alias would), unless a description needs an alias to hang on."""
         self.budget = _MAX_NODES
         self.taken.discard(name)
         text = self.type_of(schema, name, depth=0, doc=True)
-        if text != name:
-            self.taken.add(name)
-            self.imports |= {"TypeAlias", *_typing_names(text)}
-            doc = schema.get("description") if isinstance(schema, Mapping) else None
-            comment = "".join(f"# {line}\n" for line in _lines(doc) if line)
-            self.blocks.append(f"{comment}{name}: TypeAlias = {text}")
+        if text == name:
+            return name
+        self.taken.add(name)
+        self.imports |= _typing_names(text)
+        doc = schema.get("description") if isinstance(schema, Mapping) else None
+        comment = "".join(f"# {line}\n" for line in _lines(doc) if line)
+        if not comment:
+            return text
+        self.imports.add("TypeAlias")
+        self.blocks.append(f"{comment}{name}: TypeAlias = {text}")
         return name
 
     def type_of(self, schema: object, hint: str, *, depth: int, doc: bool) -> str:
@@ -288,20 +289,30 @@ class _Renderer:
             {r for r in required if isinstance(r, str)} if isinstance(required, list) else set()
         )
         name = self.claim(hint)  # before the fields, so the parent keeps the plain name
-        fields: list[tuple[str, str, str]] = []
+        fields: list[tuple[str, str, bool, str]] = []
         for key, sub in props.items():
             text = self.type_of(sub, hint + (_camel(key) or "Field"), depth=depth + 1, doc=False)
-            text = text if key in needed else f"NotRequired[{text}]"
             self.imports |= _typing_names(text)
-            fields.append((key, text, _field_comment(sub)))
+            fields.append((key, text, key in needed, _field_note(sub)))
+        # Mark whichever kind costs less: the optional fields (NotRequired[...]) or, in a
+        # total=False class, the required ones (Required[...]); a tie keeps NotRequired.
+        optional = sum(not is_needed for _, _, is_needed, _ in fields)
+        total = len("NotRequired[]") * optional <= len(_TOTAL_FALSE) + len("Required[]") * (
+            len(fields) - optional)
+        marker = "NotRequired" if total else "Required"
         self.imports.add("TypedDict")
+        if any(is_needed != total for _, _, is_needed, _ in fields):
+            self.imports.add(marker)
+        typed = [(key, text if is_needed == total else f"{marker}[{text}]", note)
+                 for key, text, is_needed, note in fields]
         docstring = _docstring(schema.get("description") if doc else None, "    ")
-        if all(_is_field_name(key) for key, _, _ in fields):
-            body = "".join(f"{comment}    {key}: {text}\n" for key, text, comment in fields)
-            self.blocks.append(f"class {name}(TypedDict):\n{docstring}{body}".rstrip())
+        options = "" if total else _TOTAL_FALSE
+        if all(_is_field_name(key) for key, _, _ in typed):
+            body = "".join(f"    {key}: {text}{note}\n" for key, text, note in typed)
+            self.blocks.append(f"class {name}(TypedDict{options}):\n{docstring}{body}".rstrip())
         else:
-            body = "".join(f"{comment}    {_py_str(k)}: {text},\n" for k, text, comment in fields)
-            self.blocks.append(f'{name} = TypedDict("{name}", {{\n{body}}})')
+            body = "".join(f"    {_py_str(k)}: {text},{note}\n" for k, text, note in typed)
+            self.blocks.append(f'{name} = TypedDict("{name}", {{\n{body}}}{options})')
         return name
 
 
@@ -407,18 +418,52 @@ def _lines(text: object) -> list[str]:
     return lines
 
 
-def _field_comment(schema: object) -> str:
-    """The ``#`` line above a field: its description, then its format and default."""
+def _field_note(schema: object) -> str:
+    """The trailing ``  # ...`` of a field: its description, then what its type cannot say
+    (format, default, constraints), or ``""``. A default that omitting the field already implies
+    (``False``, ``None``) is left out."""
     if not isinstance(schema, Mapping):
         return ""
     words = _one_line(schema.get("description"))
-    notes = [f"format: {fmt}"] if (fmt := _one_line(schema.get("format"))) else []
-    default = _scalar_text(schema["default"]) if "default" in schema else None
-    if default is not None:
-        notes.append(f"default: {default}")  # repr-style: already one printable line
+    notes = [fmt] if (fmt := _one_line(schema.get("format"))) else []
+    default = schema.get("default", False)
+    if default is not False and default is not None and (text := _scalar_text(default)):
+        notes.append(f"default {text}")  # repr-style: already one printable line
+    notes += _constraints(schema)
     if notes:
         words = f"{words} ({'; '.join(notes)})" if words else "; ".join(notes)
-    return f"    # {words}\n" if words else ""
+    return f"  # {words}" if words else ""
+
+
+def _constraints(schema: Mapping[str, object]) -> list[str]:
+    """The constraints a type cannot carry, as short notes: ``1..5``, ``> 0``, ``items <= 6``,
+    ``multiple of 5``, ``unique items``, ``pattern ^[a-z]+$``."""
+    found: list[str] = []
+    for low, high, unit in (("minimum", "maximum", ""), ("minLength", "maxLength", "length "),
+                            ("minItems", "maxItems", "items ")):
+        lo, hi = _number_text(schema.get(low)), _number_text(schema.get(high))
+        if lo is not None and hi is not None:
+            found.append(f"{unit}{lo}..{hi}")
+        elif lo is not None:
+            found.append(f"{unit}>= {lo}")
+        elif hi is not None:
+            found.append(f"{unit}<= {hi}")
+    for key, op in (("exclusiveMinimum", ">"), ("exclusiveMaximum", "<")):
+        if (bound := _number_text(schema.get(key))) is not None:
+            found.append(f"{op} {bound}")
+    if (step := _number_text(schema.get("multipleOf"))) is not None:
+        found.append(f"multiple of {step}")
+    if schema.get("uniqueItems") is True:
+        found.append("unique items")
+    if pattern := _one_line(schema.get("pattern")):
+        found.append(f"pattern {pattern}")
+    return found
+
+
+def _number_text(value: object) -> str | None:
+    """A JSON number as written in a note, else ``None`` (booleans are not numbers)."""
+    finite = type(value) is int or (type(value) is float and math.isfinite(value))
+    return _scalar_text(value) if finite else None
 
 
 def _one_line(text: object) -> str:

@@ -159,7 +159,7 @@ def test_the_sdk_command_enters_an_async_context_manager(server: dict[str, Any],
                            "mcp_tools:registry"], cwd=tmp_path, capture_output=True, text=True,
                           timeout=80)
     assert done.returncode == 0, done.stderr
-    assert "    async def echo(self, args: EchoArgs) -> EchoOutput:\n" in done.stdout
-    assert "class EchoArgs(TypedDict):\n    # Message to echo\n    message: str\n" in done.stdout
+    assert "    async def echo(self, args: EchoArgs) -> str:\n" in done.stdout
+    assert "class EchoArgs(TypedDict):\n    message: str  # Message to echo\n" in done.stdout
     assert UNVALIDATED_NOTE.splitlines()[0][:40] in done.stdout  # get-resource-links only
     assert "simulate-research-query" not in done.stdout

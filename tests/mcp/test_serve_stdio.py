@@ -152,7 +152,7 @@ return total
     assert [tool.name for tool in listed] == ["run_code"]
     description = listed[0].description or ""
     assert "Only `run_code` may be called directly." in description
-    assert "async def add(self, args: AddArgs) -> AddOutput:" in description  # the SDK
+    assert "async def add(self, args: AddArgs) -> int:" in description  # the SDK
     assert instructions is not None and "its description documents the `tools` SDK" in instructions
     assert not result.is_error, result
     assert result.structured_content == {"logs": ["deleting"], "result": 3}
