@@ -109,6 +109,7 @@ def save_matrix_plot(summary: Sequence[CellSummary], path: str | Path, *,
     ax.yaxis.set_major_formatter(PercentFormatter(1.0))
     ax.set_ylim(min([0.5, *(c.ci_low - 0.05 for c in summary)]), 1.05)
     ax.grid(alpha=0.3)
+    ax.margins(x=0.15)
     ax.legend(fontsize=8, loc="lower right")
     if title:
         ax.set_title(title, fontsize=10)
