@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import random
+import re
 import shutil
 from collections import Counter, defaultdict
 from collections.abc import Callable
@@ -169,6 +170,24 @@ def money(x: float) -> str:
     return f"{x:,.2f}"
 
 
+def amount(x: float) -> str:
+    """A pattern for ``x`` however a model writes it: 1534.59, 1,534.59; 104.5, 104.50;
+    2737, 2737.0, 2,737.00."""
+    whole, cents = f"{x:.2f}".split(".")
+    digits = re.sub(r"(\d)(?=(\d{3})+$)", r"\1,?", whole)
+    if cents == "00":
+        tail = r"(\.00?)?"
+    elif cents.endswith("0"):
+        tail = rf"\.{cents[0]}0?"
+    else:
+        tail = rf"\.{cents}"
+    return rf"(?<![\d.]){digits}{tail}(?![\d])"
+
+
+def amounts(*values: float) -> list[dict[str, Any]]:
+    return [{"kind": "answer_matches", "pattern": amount(v)} for v in values]
+
+
 def customer(cid: str) -> dict[str, Any]:
     return next(c for c in CUSTOMERS if c["id"] == cid)
 
@@ -204,7 +223,7 @@ def order_status() -> Task:
     o = order("o-1017")
     answer = f"Order o-1017 is **{o['status']}**; it was worth ${money(o['total'])}."
     return ("What is the status of order o-1017, and what is it worth?",
-            [{"kind": "answer_contains", "text": [o["status"], money(o["total"])]}], "native",
+            [{"kind": "answer_contains", "text": [o["status"]]}, *amounts(o["total"])], "native",
             native([("get_order", {"order_id": "o-1017"})], answer=answer),
             code(("Look up order o-1017",
                   'return await tools.get_order({"order_id": "o-1017"})'), answer=answer))
@@ -214,7 +233,7 @@ def order_status() -> Task:
 def product_price() -> Task:
     p = product("sku-107")
     answer = f"The {p['name']} (sku-107) costs ${money(p['price'])}; {p['stock']} are in stock."
-    checks = [{"kind": "answer_contains", "text": [money(p["price"]), str(p["stock"])]}]
+    checks = [*amounts(p["price"]), {"kind": "answer_matches", "pattern": rf"\b{p['stock']}\b"}]
     # Code mode guesses a field name first, reads the error, and fixes the program.
     return ("How much does product sku-107 cost, and how many are in stock?", checks, "native",
             native([("get_product", {"sku": "sku-107"})], answer=answer),
@@ -335,7 +354,7 @@ def open_order_total() -> Task:
     answer = (f"Ada Lovelace has {len(rows)} open orders ({', '.join(o['id'] for o in rows)}) "
               f"worth **${money(total)}** in total.")
     return ("What is the total value of Ada Lovelace's open orders?",
-            [{"kind": "answer_contains", "text": [money(total)]}], "code",
+            amounts(total), "code",
             native([("find_customers", {"name": "Ada Lovelace"})],
                    [("list_orders", {"customer_id": "c-01", "status": "open"})], answer=answer),
             code(("Total of Ada Lovelace's open orders",
@@ -361,7 +380,7 @@ def top_customer() -> Task:
     name = customer(best)["name"]
     answer = f"{name} spent the most on shipped orders: **${money(spent[best])}**."
     return ("Which customer has spent the most on shipped orders, and how much?",
-            [{"kind": "answer_contains", "text": [name, money(spent[best])]}], "code",
+            [{"kind": "answer_contains", "text": [name]}, *amounts(spent[best])], "code",
             native([("list_orders", {"status": "shipped"}), ("find_customers", {})],
                    answer=answer),
             code(("Shipped spend per customer",
@@ -382,8 +401,7 @@ def revenue_by_country() -> Task:
     lines = [f"- {c}: ${money(v)}" for c, v in sorted(by_country.items(), key=lambda kv: -kv[1])]
     answer = "Shipped revenue by customer country:\n" + "\n".join(lines)
     return ("What is the revenue from shipped orders per customer country?",
-            [{"kind": "answer_contains", "text": [money(v) for v in by_country.values()]}],
-            "code",
+            amounts(*by_country.values()), "code",
             native([("find_customers", {}), ("list_orders", {"status": "shipped"})],
                    answer=answer),
             code(("Shipped revenue per country",
@@ -464,7 +482,7 @@ def best_seller() -> Task:
     shipped = [o["id"] for o in ORDERS if o["status"] == "shipped"]
     return ("Which product sold the most units across all shipped orders, and how many?",
             [{"kind": "answer_contains", "text": [sku]},
-             {"kind": "answer_matches", "pattern": rf"\b{n} units"}], "code",
+             {"kind": "answer_matches", "pattern": rf"\b{n}\b"}], "code",
             native([("list_orders", {"status": "shipped"})],
                    [("list_order_items", {"order_id": i}) for i in shipped],
                    [("get_product", {"sku": sku})], answer=answer),
@@ -510,7 +528,7 @@ def busiest_day() -> Task:
     return ("Which day of the week of 2024-06-17 (Monday to Friday) has the most hours of "
             "confirmed meetings, and how many hours?",
             [{"kind": "answer_contains", "text": [day]},
-             {"kind": "answer_matches", "pattern": rf"\b{hours[day]:g} hours"}], "code",
+             {"kind": "answer_matches", "pattern": amount(hours[day])}], "code",
             native([("list_events", {"date": d}) for d in sorted(hours)], answer=answer),
             code(("Meeting hours per day, 17-21 June",
                   BUSIEST_PROGRAM.replace("{filter}", ' and e["status"] == "confirmed"')),
@@ -533,7 +551,7 @@ def team_expenses() -> Task:
               f"(converted from {', '.join(currencies)} at today's rates).")
     return ("How much did the billing team (t-billing) claim in expenses in May 2024, in US "
             "dollars?",
-            [{"kind": "answer_contains", "text": [money(total)]}], "code",
+            amounts(total), "code",
             native([("find_people", {"team": "t-billing"}),
                     ("list_expenses", {"month": "2024-05"})],
                    [("exchange_rate", {"currency": c}) for c in currencies], answer=answer),
@@ -693,7 +711,7 @@ def stock_value() -> Task:
     answer = "Stock value by category:\n" + "\n".join(
         f"- {c}: ${money(v)}" for c, v in value.items())
     return ("What is our stock worth per product category (price times units in stock)?",
-            [{"kind": "answer_contains", "text": [money(v) for v in value.values()]}], "code",
+            amounts(*value.values()), "code",
             native([("list_products", {})], answer=answer),
             code(("Stock value per category",
                   'value = {}\n'

@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import pytest
 import pytest_asyncio
@@ -136,7 +137,7 @@ async def test_recorded_code_answers_are_what_the_programs_returned(task_id: str
 async def test_a_task_set_from_a_module() -> None:
     mine = load_task_set("custom_task_set:TASKS")
     assert load_task_set("custom_task_set:make_tasks") is mine
-    replies = {"oslo-sky": [{"tool_calls": [{"name": "forecast",
+    replies: dict[str, list[dict[str, Any]]] = {"oslo-sky": [{"tool_calls": [{"name": "forecast",
                                              "arguments": {"city": "oslo"}}]},
                             {"content": "Yes, rain is forecast in Oslo."}],
                "heat-alert": [{"tool_calls": [{"name": "run_code", "arguments": {
