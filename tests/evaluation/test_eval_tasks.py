@@ -13,11 +13,11 @@ from dsh_jupyter.evaluation import SHIPPED_TASKS, TaskSet, TaskSetError, load_ta
 pytestmark = pytest.mark.timeout(30)
 
 
-def test_the_shipped_set_has_recordings_for_both_modes(shipped: TaskSet) -> None:
+def test_the_shipped_set_has_recordings_for_every_mode(shipped: TaskSet) -> None:
     assert shipped.name == "shop" and shipped.path == SHIPPED_TASKS
     assert 5 <= len(shipped.tasks) <= 8
     for task in shipped.tasks:
-        assert set(task.recorded) == {"native", "code"}, task.id
+        assert set(task.recorded) == {"native", "code", "both"}, task.id
         assert all(path.is_file() for paths in task.recorded.values() for path in paths)
         assert task.checks
     assert len(shipped.world.orders) == 30 and len(shipped.world.customers) == 6
