@@ -778,10 +778,11 @@ def failures(scripts: dict[str, dict[str, list[dict[str, Any]]]]
     }
 
 
-def main() -> None:
-    if OUT.exists():
-        shutil.rmtree(OUT)
-    (OUT / "recorded").mkdir(parents=True)
+def main(out: Path = OUT) -> None:
+    """Write the task file and the recordings into ``out`` (emptied first)."""
+    if out.exists():
+        shutil.rmtree(out)
+    (out / "recorded").mkdir(parents=True)
     entries = []
     scripts: dict[str, dict[str, list[dict[str, Any]]]] = {}
     made = {name: make() for name, make in TASKS.items()}
@@ -796,7 +797,7 @@ def main() -> None:
             files = []
             for number, script in enumerate(samples):
                 file = f"recorded/{name}.{mode}{'' if number == 0 else f'.{number}'}.json"
-                (OUT / file).write_text(json.dumps(script, indent=1, ensure_ascii=False) + "\n",
+                (out / file).write_text(json.dumps(script, indent=1, ensure_ascii=False) + "\n",
                                         encoding="utf-8")
                 files.append(file)
             recorded[mode] = files[0] if len(files) == 1 else files
@@ -809,9 +810,9 @@ def main() -> None:
                            "Hand-written recordings for native, code and both, a few wrong.",
             "tools": "dsh_jupyter.evaluation.office:office_registry",
             "world": world(), "tasks": entries}
-    (OUT / "tasks.json").write_text(json.dumps(body, indent=1, ensure_ascii=False) + "\n",
+    (out / "tasks.json").write_text(json.dumps(body, indent=1, ensure_ascii=False) + "\n",
                                     encoding="utf-8")
-    print(f"wrote {len(entries)} tasks to {OUT}")
+    print(f"wrote {len(entries)} tasks to {out}")
 
 
 if __name__ == "__main__":

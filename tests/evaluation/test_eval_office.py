@@ -4,6 +4,7 @@ determinism, the deliberate failures, and where each presentation wins."""
 from __future__ import annotations
 
 import dataclasses
+import importlib.util
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -168,3 +169,22 @@ async def test_the_matrix_plot_is_written(matrix: Evaluation, tmp_path: Path) ->
     pytest.importorskip("matplotlib")
     path = save_matrix_plot(matrix.summary(), tmp_path / "matrix.png")
     assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and path.stat().st_size > 10_000
+
+
+def test_the_shipped_data_is_what_the_generator_writes(tmp_path: Path) -> None:
+    """bench/office_tasks.py is the source of the office set: its output is checked in."""
+    script = Path(__file__).resolve().parents[2] / "bench" / "office_tasks.py"
+    spec = importlib.util.spec_from_file_location("office_tasks", script)
+    assert spec is not None and spec.loader is not None
+    generator = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(generator)
+    generator.main(tmp_path / "office")
+    shipped = load_task_set("office").path
+    assert shipped is not None
+    written = sorted(p.relative_to(tmp_path / "office") for p in (tmp_path / "office").rglob("*")
+                     if p.is_file())
+    assert written == sorted(p.relative_to(shipped.parent) for p in shipped.parent.rglob("*")
+                             if p.is_file())
+    for relative in written:
+        assert (tmp_path / "office" / relative).read_bytes() == \
+            (shipped.parent / relative).read_bytes(), relative
