@@ -26,6 +26,7 @@ import asyncio
 import contextlib
 import datetime
 import os
+import re
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -197,7 +198,8 @@ async def run_evaluation(task_set: TaskSet, *,
                         folder = None
                         if record_dir is not None:
                             folder = Path(record_dir)
-                            folder = folder / row.label if len(rows) > 1 else folder
+                            if len(rows) > 1:  # a folder per model: openai_gpt-4o
+                                folder = folder / re.sub(r"[^\w.-]", "_", row.label)
                         record = await run_task(
                             task, mode, world=task_set.world,
                             model=row.make(task, mode, repeat), runtime=code_runtime,

@@ -239,3 +239,26 @@ async def test_openai_model_from_the_environment(shipped: TaskSet, tmp_path: Pat
     again = await run_task(shipped.task("ship-one-order"), "native", world=shipped.world,
                            model=replay)
     assert again.success and again.answer == "o-1020 is shipped."
+
+
+async def test_two_models_are_two_rows_with_their_own_recordings(tmp_path: Path) -> None:
+    task_set = load_task_set(task_file(tmp_path, [{"id": "t", "prompt": "Say hi.", "checks": [
+        {"kind": "answer_contains", "text": ["hi"]}]}]))
+
+    def polite(task: Task, mode: Mode) -> ChatModel:
+        return ScriptedModel([{"content": "hi there"}])
+
+    def rude(task: Task, mode: Mode) -> ChatModel:
+        return ScriptedModel([{"content": "go away"}])
+
+    evaluation = await run_evaluation(task_set, modes=["native"], models=[polite, rude],
+                                      repeats=2, runtime="in-process",
+                                      record_dir=tmp_path / "recorded")
+    assert [(r.model, r.repeat, r.success) for r in evaluation.records] == [
+        ("polite", 0, True), ("polite", 1, True), ("rude", 0, False), ("rude", 1, False)]
+    assert [(c.cell, c.succeeded, c.runs, c.pass_at_k) for c in evaluation.summary()] == [
+        ("polite/native", 2, 2, 1.0), ("rude/native", 0, 2, 0.0)]
+    assert sorted(str(p.relative_to(tmp_path / "recorded"))
+                  for p in (tmp_path / "recorded").rglob("*.json")) == [
+        "polite/t.native.1.json", "polite/t.native.json", "rude/t.native.1.json",
+        "rude/t.native.json"]
