@@ -32,6 +32,7 @@ OUT = DATA / "office"
 SHOP = json.loads((DATA / "tasks.json").read_text(encoding="utf-8"))
 
 Calls = list[tuple[str, dict[str, Any]]]
+PRESENTATIONS = ("native", "code", "both")
 
 # --- the world ------------------------------------------------------------------------
 
@@ -788,11 +789,13 @@ def main(out: Path = OUT) -> None:
     made = {name: make() for name, make in TASKS.items()}
     for name, (_, _, favours, native_script, code_script) in made.items():
         both = native_script if favours == "native" else code_script
+        # A new presentation (discovery: the program finds its tools with tools.search
+        # and tools.describe first) is one more entry here and in PRESENTATIONS.
         scripts[name] = {"native": native_script, "code": code_script, "both": both}
     overrides = failures(scripts)
     for name, (prompt, checks, favours, _, _) in made.items():
         recorded: dict[str, Any] = {}
-        for mode in ("native", "code", "both"):
+        for mode in PRESENTATIONS:
             samples = overrides.get((name, mode), [scripts[name][mode]])
             files = []
             for number, script in enumerate(samples):

@@ -60,7 +60,7 @@ def test_the_default_set_is_the_office_set(office: TaskSet) -> None:
     favours = {t.favours for t in office.tasks}
     assert favours == {"native", "code"}
     for task in office.tasks:
-        assert set(task.recorded) == set(PRESENTATIONS), task.id
+        assert set(PRESENTATIONS) <= set(task.recorded), task.id  # discovery may join
         assert task.checks
 
 

@@ -17,7 +17,7 @@ def test_the_shipped_set_has_recordings_for_every_mode(shipped: TaskSet) -> None
     assert shipped.name == "shop" and shipped.path == SHIPPED_TASKS
     assert 5 <= len(shipped.tasks) <= 8
     for task in shipped.tasks:
-        assert set(task.recorded) == {"native", "code", "both"}, task.id
+        assert {"native", "code", "both"} <= set(task.recorded), task.id
         assert all(path.is_file() for paths in task.recorded.values() for path in paths)
         assert task.checks
     assert len(shipped.world.orders) == 30 and len(shipped.world.customers) == 6
