@@ -229,8 +229,10 @@ SUMMARIES: dict[str, str] = {
              "`rows`, `unchanged`).",
     "ModelFactory": "Protocol: `(task, mode) -> ChatModel`, the model for one run.",
     "ResultFiles": "The paths `write_results` wrote: `results` (JSON Lines) and `summary`.",
-    "SHIPPED_TASKS": "Path of the task set that ships with the package.",
-    "TaskSet": "A loaded task file: name, description, world and tasks.",
+    "SHIPPED_TASKS": "Path of the `shop` task file that ships with the package.",
+    "SHIPPED_SETS": "Shipped task sets by name (`office`, the default; `shop`): their task files.",
+    "ToolWorld": "A task set's tools: `(World) -> ToolRegistry`, called with each run's world.",
+    "TaskSet": "A task set: name, description, world, tasks and the tools (`ToolWorld`).",
 }
 
 _ROLE = re.compile(r":(?:class|func|meth|attr|mod|data|exc):`~?(?:[\w.]*\.)?([\w.]+)`")

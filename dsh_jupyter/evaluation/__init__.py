@@ -1,10 +1,12 @@
-"""Evaluation: run a task set through native and code mode and measure the difference.
+"""Evaluation: run a task set through a model x presentation matrix and measure
+correctness and cost.
 
 ::
 
     from dsh_jupyter.evaluation import load_task_set, run_evaluation, write_results
 
-    evaluation = await run_evaluation(load_task_set(), modes=["native", "code"])
+    evaluation = await run_evaluation(load_task_set(), modes=["native", "code", "both"],
+                                      models=["scripted"], repeats=3)
     write_results(evaluation, "evaluation-results")   # results.jsonl, summary.json
 
 ``notebooks/evaluation.ipynb`` wraps this for papermill, and ``dsh-jupyter eval``
@@ -14,8 +16,8 @@ nothing and imports neither papermill nor matplotlib.
 
 from .checks import Check, CheckOutcome, run_checks
 from .results import (
+    CellSummary,
     Evaluation,
-    ModeSummary,
     ResultFiles,
     TaskRecord,
     read_records,
@@ -24,24 +26,28 @@ from .results import (
     write_results,
 )
 from .runner import ModelFactory, progress_line, run_evaluation, run_task, scripted_model
-from .tasks import SHIPPED_TASKS, Task, TaskSet, TaskSetError, load_task_set
-from .world import World, WorldData, world_registry
+from .stats import pass_at_k, wilson_interval
+from .tasks import SHIPPED_SETS, SHIPPED_TASKS, Task, TaskSet, TaskSetError, load_task_set
+from .world import ToolWorld, World, WorldData, world_registry
 
 __all__ = [
+    "CellSummary",
     "Check",
     "CheckOutcome",
     "Evaluation",
-    "ModeSummary",
     "ModelFactory",
     "ResultFiles",
+    "SHIPPED_SETS",
     "SHIPPED_TASKS",
     "Task",
     "TaskRecord",
     "TaskSet",
     "TaskSetError",
+    "ToolWorld",
     "World",
     "WorldData",
     "load_task_set",
+    "pass_at_k",
     "progress_line",
     "read_records",
     "read_summary",
@@ -50,6 +56,7 @@ __all__ = [
     "run_task",
     "scripted_model",
     "summarise",
+    "wilson_interval",
     "world_registry",
     "write_results",
 ]

@@ -10,6 +10,10 @@ the world after the run with the world before it::
     {"kind": "rows", "table": "orders",                          # fields of given rows
      "rows": {"o-1001": {"status": "cancelled"}}}
     {"kind": "unchanged", "table": "orders", "ignore": ["o-1001"]}  # nothing else moved
+    {"kind": "has_rows", "table": "messages",                   # rows the run added,
+     "rows": [{"to": "ada@example.com"}], "added": 1}           # whatever their ids
+
+``table`` names any table of the task set's world (:attr:`.World.tables`).
 """
 
 from __future__ import annotations
@@ -25,7 +29,7 @@ from typing_extensions import TypedDict  # pydantic needs it on Python < 3.12
 from ..json_value import JsonValue
 from .world import World
 
-TableName: TypeAlias = Literal["customers", "orders"]
+TableName: TypeAlias = str  # a table of the world: "customers", "orders", or a set's own
 Scalar: TypeAlias = str | int | float | bool | None
 
 
@@ -56,7 +60,15 @@ class Unchanged(TypedDict):
     ignore: NotRequired[list[str]]
 
 
-Check: TypeAlias = AnswerContains | AnswerMatches | RowsHave | Unchanged
+@with_config(ConfigDict(extra="forbid"))
+class HasRows(TypedDict):
+    kind: Literal["has_rows"]
+    table: TableName
+    rows: list[dict[str, Scalar | list[Scalar]]]
+    added: NotRequired[int]
+
+
+Check: TypeAlias = AnswerContains | AnswerMatches | RowsHave | Unchanged | HasRows
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -87,7 +99,27 @@ def _run(check: Check, answer: str | None, before: World, after: World) -> Check
         return _matches(check, answer)
     if check["kind"] == "rows":
         return _rows(check, after)
+    if check["kind"] == "has_rows":
+        return _has_rows(check, before, after)
     return _unchanged(check, before, after)
+
+
+def _has_rows(check: HasRows, before: World, after: World) -> CheckOutcome:
+    """Each wanted row matches some row of the table after the run (ids aside, so
+    the order a model created them in does not matter); ``added``: exactly that
+    many rows are new."""
+    rows = list(after.table(check["table"]).values())
+    missing = [want for want in check["rows"]
+               if not any(all(row.get(k) == v for k, v in want.items()) for row in rows)]
+    problems = [f"no {check['table']} row with {want}" for want in missing]
+    if "added" in check:
+        added = len(after.table(check["table"]).keys() - before.table(check["table"]).keys())
+        if added != check["added"]:
+            problems.append(f"{added} {check['table']} rows added, expected {check['added']}")
+    if problems:
+        return CheckOutcome(kind=check["kind"], passed=False, detail="; ".join(problems))
+    return CheckOutcome(kind=check["kind"], passed=True,
+                        detail=f"{len(check['rows'])} {check['table']} rows found")
 
 
 def _contains(check: AnswerContains, answer: str) -> CheckOutcome:

@@ -2,20 +2,25 @@
 
 ::
 
-    dsh-jupyter eval                                    # shipped tasks, both modes, offline
-    dsh-jupyter eval --modes code -p runtime in-process -p tasks '["find-todos"]'
+    dsh-jupyter eval                                    # office tasks, 3 presentations, offline
+    dsh-jupyter eval --tasks shop --presentations native code --repeats 3
+    dsh-jupyter eval --tasks mypkg.evals:TASKS --models openai:gpt-4o-mini anthropic
+    dsh-jupyter eval --only find-todos -p runtime in-process
     dsh-jupyter eval --param-file sets.yaml -o out      # one run per parameter set
-    dsh-jupyter eval -p model openai                    # a real model (DSH_MODEL, ...)
 
-``-p NAME VALUE`` sets a notebook parameter (VALUE is parsed as JSON, else kept as
-text); ``--param-file`` holds one parameter object or a list of them (JSON, or YAML
-for ``.yaml``/``.yml``); a set's own values override ``-p`` and ``--modes``. One
-set writes into the output directory itself; several write into a folder each,
-named by the set's ``label`` (else ``run-<n>``), plus ``runs.json`` listing them.
-Each folder holds the executed ``evaluation.ipynb``, ``results.jsonl``,
-``summary.json`` and ``plot.png``. The exit status is 0 when every notebook ran
-(and, with ``--require-success``, every task succeeded), 1 when one did not, and
-2 for bad usage. papermill is imported only when a run starts.
+``--tasks`` (a shipped set's name, a task file, or ``module:attribute``),
+``--only``, ``--presentations`` (or ``--modes``), ``--models`` and ``--repeats``
+set the notebook parameters of those names; ``-p NAME VALUE`` sets any
+parameter (VALUE is parsed as JSON, else kept as text); ``--param-file`` holds
+one parameter object or a list of them (JSON, or YAML for ``.yaml``/``.yml``); a
+set's own values override the flags. One set writes into the output directory
+itself; several write into a folder each, named by the set's ``label`` (else
+``run-<n>``), plus ``runs.json`` listing them. Each folder holds the executed
+``evaluation.ipynb``, ``results.jsonl``, ``summary.json``, ``matrix.png`` and
+``plot.png``. The exit status is 0 when every notebook ran (and, with
+``--require-success``, every run succeeded; with ``--min-success RATE``, every
+cell's success rate is at least RATE), 1 when one did not, and 2 for bad usage.
+papermill is imported only when a run starts.
 """
 
 from __future__ import annotations
@@ -31,7 +36,7 @@ from typing import Any, Protocol, TextIO
 
 from ..json_value import JsonValue, NotJsonError, snapshot_json
 from .results import RESULTS_FILE, SUMMARY_FILE, read_summary
-from .tasks import MODES
+from .tasks import DEFAULT_TASK_SET, MODES, SHIPPED_SETS
 
 NOTEBOOK_NAME = "evaluation.ipynb"
 DEFAULT_OUTPUT = Path("evaluation-results")
@@ -80,8 +85,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Add ``eval``'s options to ``parser`` (its subcommand parser)."""
     parser.description = __doc__
     parser.formatter_class = argparse.RawDescriptionHelpFormatter
-    parser.add_argument("--modes", nargs="+", choices=MODES, metavar="MODE",
-                        help=f"modes to compare ({', '.join(MODES)}); default: native code")
+    parser.add_argument("--presentations", "--modes", nargs="+", choices=MODES,
+                        metavar="MODE", dest="modes",
+                        help=f"presentations to compare ({', '.join(MODES)}); "
+                             "default: native code both")
+    parser.add_argument("--tasks", "--task-set", dest="task_set", metavar="SPEC",
+                        help="the task set: " + ", ".join(SHIPPED_SETS) + " (default "
+                             f"{DEFAULT_TASK_SET}), a task file, or module:attribute")
+    parser.add_argument("--only", nargs="+", metavar="TASK", help="run only these task ids")
+    parser.add_argument("--models", nargs="+", metavar="MODEL",
+                        help="models to compare: scripted (recorded), openai, openai:NAME, "
+                             "anthropic, anthropic:NAME; default: scripted")
+    parser.add_argument("--repeats", type=int, metavar="N",
+                        help="runs per task in each cell (default 1)")
     parser.add_argument("-p", "--param", nargs=2, action="append", default=[],
                         metavar=("NAME", "VALUE"),
                         help="a notebook parameter; VALUE is JSON, else text (repeatable)")
@@ -101,6 +117,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="no per-task lines, only each run's summary")
     parser.add_argument("--require-success", action="store_true",
                         help="exit 1 unless every task of every run succeeded")
+    parser.add_argument("--min-success", type=float, metavar="RATE",
+                        help="exit 1 if any cell's success rate is below RATE (0-1)")
 
 
 def run_command(options: argparse.Namespace, *, out: TextIO | None = None) -> int:
@@ -112,8 +130,14 @@ def run_command(options: argparse.Namespace, *, out: TextIO | None = None) -> in
             raise UsageError(f"notebook {notebook} not found; pass --notebook PATH")
         shared: dict[str, JsonValue] = {name: parse_value(value)
                                         for name, value in options.param}
-        if options.modes:
-            shared["modes"] = list(options.modes)
+        flags: dict[str, JsonValue] = {
+            "modes": options.modes, "task_set": options.task_set, "tasks": options.only,
+            "models": options.models, "repeats": options.repeats}
+        shared.update({name: value for name, value in flags.items() if value is not None})
+        if options.repeats is not None and options.repeats < 1:
+            raise UsageError("--repeats must be at least 1")
+        if options.min_success is not None and not 0 <= options.min_success <= 1:
+            raise UsageError("--min-success is a rate between 0 and 1")
         sets = parameter_sets(shared, load_param_sets(options.param_file)
                               if options.param_file else None)
         papermill = _import_papermill()
@@ -141,6 +165,16 @@ def run_command(options: argparse.Namespace, *, out: TextIO | None = None) -> in
     failed = [r for r in runs if not r.ok]
     if options.require_success:
         failed += [r for r in runs if r.ok and not (r.summary or {}).get("all_succeeded")]
+    if options.min_success is not None:
+        for run in runs:
+            low = [c for c in (run.summary or {}).get("cells", ())
+                   if c["success_rate"] < options.min_success]
+            for cell in low:
+                print(f"{cell['model']}/{cell['mode']}: success rate "
+                      f"{cell['success_rate']:.0%} is below --min-success "
+                      f"{options.min_success:.0%}", file=out)
+            if run.ok and low:
+                failed.append(run)
     return 1 if failed else 0
 
 
@@ -250,18 +284,23 @@ def run_notebook(papermill: Any, notebook: Path, parameters: Mapping[str, JsonVa
 
 
 def describe(run: NotebookRun) -> list[str]:
-    """What to print after a run: the failure, or one line per mode."""
+    """What to print after a run: the failure, or one line per model x presentation."""
     if not run.ok:
         return [f"FAILED: {run.error}", f"see {run.directory / NOTEBOOK_NAME}"]
     assert run.summary is not None
-    lines = []
-    for mode, s in run.summary["modes"].items():
-        lines.append(f"{mode}: {s['succeeded']}/{s['tasks']} succeeded, {s['steps']} steps, "
-                     f"{s['tool_calls']} tool calls, {s['sub_calls']} sub-calls, "
-                     f"{s['tool_result_bytes']:,} result bytes, "
-                     f"{s['request_bytes']:,} request bytes")
-    lines.append(f"results in {run.directory}")
-    return lines
+    return [*map(cell_line, run.summary["cells"]), f"results in {run.directory}"]
+
+
+def cell_line(s: Mapping[str, Any]) -> str:
+    """One cell of ``summary.json`` as a line: correctness first, then cost."""
+    tokens = "estimated" if s["token_source"] == "estimate" else s["token_source"]
+    pass_k = f"pass@{s['k']} {s['pass_at_k']:.2f}, " if s["k"] > 1 else ""
+    return (f"{s['model']}/{s['mode']}: {s['succeeded']}/{s['runs']} succeeded "
+            f"({s['success_rate']:.0%}, 95% CI {s['ci_low']:.0%}-{s['ci_high']:.0%}), "
+            f"pass@1 {s['pass_at_1']:.2f}, {pass_k}"
+            f"{s['steps']} steps, {s['tool_calls']} tool calls, {s['sub_calls']} sub-calls, "
+            f"{s['tool_result_bytes']:,} result bytes, {s['request_bytes']:,} request bytes, "
+            f"{s['tokens']:,} tokens ({tokens}), {s['seconds_per_step']:.2f} s/step")
 
 
 def _import_papermill() -> Any:

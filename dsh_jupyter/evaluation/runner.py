@@ -1,19 +1,23 @@
-"""Run evaluation tasks through the agent loop, one task in one mode at a time.
+"""Run evaluation tasks through the agent loop: a model x presentation matrix.
 
 ::
 
-    task_set = load_task_set()                       # the shipped set
-    evaluation = await run_evaluation(task_set, modes=["native", "code"])
+    task_set = load_task_set()                       # the shipped "office" set
+    evaluation = await run_evaluation(task_set, modes=["native", "code"],
+                                      models=["scripted"], repeats=3)
     write_results(evaluation, "evaluation-results")
 
 Every run gets a fresh :class:`~.world.World` and registry, so runs are
-independent; tasks run one after another (task by task, each in every mode) so
-wall times are not skewed by each other. ``model="scripted"`` replays the
-responses recorded with the task set; ``"openai"`` asks
+independent; runs go one after another (task by task; per task every model, mode
+and repeat) so wall times are not skewed by each other. A model is named by a
+spec: ``"scripted"`` replays the responses recorded with the task set (repeat
+``r`` replays sample ``r`` of several); ``"openai"`` asks
 :meth:`OpenAIChatModel.from_env <dsh_jupyter.agent.OpenAIChatModel.from_env>` and
 ``"anthropic"`` :meth:`AnthropicChatModel.from_env
-<dsh_jupyter.agent.AnthropicChatModel.from_env>`; any :class:`ModelFactory` gives
-each run its own model.
+<dsh_jupyter.agent.AnthropicChatModel.from_env>`, and ``"openai:NAME"`` /
+``"anthropic:NAME"`` do the same with ``DSH_MODEL=NAME``, so one run can compare
+several models of one endpoint; any :class:`ModelFactory` gives each run its own
+model.
 """
 
 from __future__ import annotations
@@ -21,8 +25,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import datetime
+import os
+import re
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal, Protocol, TypeAlias
 
@@ -31,19 +38,23 @@ from ..agent import (
     ChatModel,
     ModelResponse,
     OpenAIChatModel,
+    RunAccounting,
     ScriptedModel,
     dump_script,
     run_agent,
 )
+from ..agent.accounting import estimate_tokens
 from ..events import SessionEvent
 from ..json_value import JsonValue
 from ..runtime import CodeRuntime
 from .checks import run_checks
-from .results import Evaluation, TaskRecord
+from .results import Evaluation, TaskRecord, TokenSource
 from .tasks import MODES, Mode, Task, TaskSet
-from .world import World, WorldData, world_registry
+from .world import ToolWorld, World, WorldData, world_registry
 
 ModelChoice: TypeAlias = Literal["scripted", "openai", "anthropic"]
+ModelSpec: TypeAlias = "str | ModelFactory"
+ENDPOINTS = ("openai", "anthropic")
 RuntimeChoice: TypeAlias = Literal["kernel", "in-process"]
 DEFAULT_MAX_STEPS = 12
 
@@ -54,9 +65,10 @@ class ModelFactory(Protocol):
     def __call__(self, task: Task, mode: Mode) -> ChatModel: ...
 
 
-def scripted_model(task: Task, mode: Mode) -> ChatModel:
-    """The responses recorded for ``task`` in ``mode``, replayed."""
-    path = task.recorded.get(mode)
+def scripted_model(task: Task, mode: Mode, repeat: int = 0) -> ChatModel:
+    """The responses recorded for ``task`` in ``mode``, replayed (sample ``repeat``
+    of several, in turn)."""
+    path = task.recording(mode, repeat)
     if path is None:
         raise ValueError(f"task {task.id!r} has no recorded responses for mode {mode!r}")
     return ScriptedModel.from_file(path, name="scripted")
@@ -64,27 +76,33 @@ def scripted_model(task: Task, mode: Mode) -> ChatModel:
 
 async def run_task(task: Task, mode: Mode, *, world: WorldData, model: ChatModel,
                    runtime: CodeRuntime | None = None, max_steps: int = DEFAULT_MAX_STEPS,
-                   record_dir: Path | None = None) -> TaskRecord:
+                   record_dir: Path | None = None, tools: ToolWorld = world_registry,
+                   repeat: int = 0, model_label: str | None = None) -> TaskRecord:
     """Run ``task`` once in ``mode`` against a fresh copy of ``world`` and check it.
 
+    ``tools`` builds the registry over that copy (the task set's tool world);
     ``runtime`` runs the ``run_code`` programs (needed by ``code`` and ``both``);
-    ``record_dir`` keeps the model's responses as ``<task>.<mode>.json``, a script
-    :class:`~dsh_jupyter.agent.ScriptedModel` replays.
+    ``record_dir`` keeps the model's responses as ``<task>.<mode>.json`` (with
+    ``.<repeat>`` from the second repeat on), a script
+    :class:`~dsh_jupyter.agent.ScriptedModel` replays. ``model_label`` names the
+    model in the record (default: ``model.name``).
     """
     before = World.fresh(world)
     after = before.copy()
-    registry = world_registry(after)
+    registry = tools(after)
     registry.mode = mode
     registry.code_runtime = runtime
     errors = _ToolErrorCounter()
     undo = registry.on_event(errors)
     try:
         result = await run_agent(registry, model, task.prompt, max_steps=max_steps,
-                                 run_id=f"{task.id}.{mode}")
+                                 run_id=f"{task.id}.{mode}.{repeat}")
     finally:
         undo()
     if record_dir is not None:
-        await asyncio.to_thread(_record, result.responses, record_dir / f"{task.id}.{mode}.json")
+        suffix = f".{repeat}" if repeat else ""
+        await asyncio.to_thread(_record, result.responses,
+                                record_dir / f"{task.id}.{mode}{suffix}.json")
     outcomes = run_checks(task.checks, answer=result.answer, before=before, after=after)
     accounting = result.accounting
     error = None
@@ -93,8 +111,11 @@ async def run_task(task: Task, mode: Mode, *, world: WorldData, model: ChatModel
     elif result.stop != "answered":
         error = f"stopped: {result.stop}"
     first = accounting.requests[0] if accounting.requests else None
+    tokens, source = run_tokens(accounting, result.responses)
     return TaskRecord(
-        task=task.id, mode=mode, model=model.name,
+        task=task.id, mode=mode, model=model_label or model.name, repeat=repeat,
+        tokens=tokens, token_source=source,
+        step_seconds=tuple(r.model_seconds for r in accounting.requests),
         runtime=runtime.isolation if runtime is not None and mode != "native" else None,
         success=result.stop == "answered" and all(o.passed for o in outcomes),
         stop=result.stop, answer=result.answer, error=error, checks=outcomes,
@@ -108,27 +129,59 @@ async def run_task(task: Task, mode: Mode, *, world: WorldData, model: ChatModel
         completion_tokens=accounting.completion_tokens)
 
 
+def run_tokens(accounting: RunAccounting,
+               responses: Sequence[ModelResponse]) -> tuple[int, TokenSource]:
+    """Prompt plus completion tokens of a run: the server's counts when every
+    request has them, else estimated from bytes sent and bytes received."""
+    if accounting.prompt_tokens is not None and accounting.completion_tokens is not None:
+        return accounting.prompt_tokens + accounting.completion_tokens, "server"
+    received = sum(len((r.content or "").encode())
+                   + sum(len(c.name.encode()) + len(c.arguments.encode()) for c in r.tool_calls)
+                   for r in responses)
+    return (sum(estimate_tokens(r.request_bytes) for r in accounting.requests)
+            + estimate_tokens(received)), "estimate"
+
+
+@dataclass(frozen=True, slots=True)
+class _Model:
+    """One row of the matrix: its label and how to make its model for a run."""
+
+    label: str
+    make: Callable[[Task, Mode, int], ChatModel]
+
+
 async def run_evaluation(task_set: TaskSet, *,
                          modes: Mode | Sequence[Mode] = ("native", "code"),
-                         model: ModelChoice | ModelFactory = "scripted",
+                         models: ModelSpec | Sequence[ModelSpec] = "scripted",
+                         repeats: int = 1,
                          runtime: RuntimeChoice | CodeRuntime = "kernel", pool_size: int = 1,
                          max_steps: int = DEFAULT_MAX_STEPS, label: str = "",
                          record_dir: str | Path | None = None,
-                         on_record: Callable[[TaskRecord], None] | None = None) -> Evaluation:
-    """Run every task of ``task_set`` in every mode of ``modes``.
+                         on_record: Callable[[TaskRecord], None] | None = None,
+                         model: ModelSpec | None = None) -> Evaluation:
+    """Run every task of ``task_set`` ``repeats`` times for every model of
+    ``models`` in every presentation mode of ``modes``.
 
-    ``runtime="kernel"`` opens one :class:`~dsh_jupyter.kernel.KernelRuntime`
-    (``pool_size`` kernels started ahead) for the whole evaluation and closes it
-    before returning; ``"in-process"`` runs programs in this process (no
-    sandbox: for tests); a :class:`~dsh_jupyter.runtime.CodeRuntime` is used as
-    given (the caller owns it). ``on_record`` sees each record as it is made.
+    ``models`` are specs (``"scripted"``, ``"openai"``, ``"openai:NAME"``,
+    ``"anthropic"``, ``"anthropic:NAME"``) or :class:`ModelFactory` functions;
+    ``model`` is the older spelling of one. ``runtime="kernel"`` opens one
+    :class:`~dsh_jupyter.kernel.KernelRuntime` (``pool_size`` kernels started
+    ahead) for the whole evaluation and closes it before returning;
+    ``"in-process"`` runs programs in this process (no sandbox: for tests); a
+    :class:`~dsh_jupyter.runtime.CodeRuntime` is used as given (the caller owns
+    it). ``on_record`` sees each record as it is made.
     """
     chosen = _check_modes(modes)
-    factory = _model_factory(model, task_set, chosen)
+    if repeats < 1:
+        raise ValueError(f"repeats must be at least 1, not {repeats}")
+    specs = _model_specs(models if model is None else model)
+    rows = [_model_row(spec, task_set, chosen) for spec in specs]
+    if len({row.label for row in rows}) != len(rows):
+        raise ValueError(f"models repeat: {[row.label for row in rows]}")
     parameters: dict[str, JsonValue] = {
         "modes": list(chosen), "task_file": str(task_set.path) if task_set.path else None,
-        "tasks": [t.id for t in task_set.tasks],
-        "model": model if isinstance(model, str) else getattr(model, "__name__", str(model)),
+        "task_set": task_set.name, "tasks": [t.id for t in task_set.tasks],
+        "models": [row.label for row in rows], "repeats": repeats,
         "runtime": runtime if isinstance(runtime, str) else runtime.isolation,
         "pool_size": pool_size, "max_steps": max_steps, "label": label}
     started = datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
@@ -139,14 +192,22 @@ async def run_evaluation(task_set: TaskSet, *,
         if any(mode != "native" for mode in chosen):
             code_runtime = await _open_runtime(runtime, pool_size, stack)
         for task in task_set.tasks:
-            for mode in chosen:
-                record = await run_task(
-                    task, mode, world=task_set.world, model=factory(task, mode),
-                    runtime=code_runtime, max_steps=max_steps,
-                    record_dir=Path(record_dir) if record_dir is not None else None)
-                records.append(record)
-                if on_record is not None:
-                    on_record(record)
+            for row in rows:
+                for mode in chosen:
+                    for repeat in range(repeats):
+                        folder = None
+                        if record_dir is not None:
+                            folder = Path(record_dir)
+                            if len(rows) > 1:  # a folder per model: openai_gpt-4o
+                                folder = folder / re.sub(r"[^\w.-]", "_", row.label)
+                        record = await run_task(
+                            task, mode, world=task_set.world,
+                            model=row.make(task, mode, repeat), runtime=code_runtime,
+                            max_steps=max_steps, record_dir=folder, tools=task_set.tools,
+                            repeat=repeat, model_label=row.label)
+                        records.append(record)
+                        if on_record is not None:
+                            on_record(record)
     return Evaluation(task_set=task_set.name, parameters=parameters, records=tuple(records),
                       started=started, wall_seconds=time.monotonic() - began)
 
@@ -154,9 +215,12 @@ async def run_evaluation(task_set: TaskSet, *,
 def progress_line(record: TaskRecord) -> str:
     """One line per record, for progress output."""
     status = "ok" if record.success else "FAILED"
-    line = (f"{record.task:<24} {record.mode:<6} {status:<6} steps={record.steps:<2} "
+    repeat = f"#{record.repeat + 1}" if record.repeat else ""
+    line = (f"{record.task:<24} {record.model[:12]:<12} {record.mode:<6} {repeat:<3} "
+            f"{status:<6} steps={record.steps:<2} "
             f"calls={record.tool_calls:<2} sub-calls={record.sub_calls:<2} "
-            f"result-bytes={record.tool_result_bytes:<6} {record.wall_seconds:6.2f}s")
+            f"result-bytes={record.tool_result_bytes:<6} tokens={record.tokens:<6} "
+            f"{record.wall_seconds:6.2f}s")
     if not record.success:
         why = record.error or "; ".join(c.detail for c in record.checks if not c.passed)
         line += f"  ({why})"
@@ -175,23 +239,36 @@ def _check_modes(modes: Mode | Sequence[Mode]) -> tuple[Mode, ...]:
     return chosen
 
 
-def _model_factory(model: ModelChoice | ModelFactory, task_set: TaskSet,
-                   modes: Sequence[Mode]) -> ModelFactory:
-    if model == "scripted":
+def _model_specs(models: ModelSpec | Sequence[ModelSpec]) -> list[ModelSpec]:
+    if isinstance(models, str) or callable(models):
+        return [models]
+    chosen = list(models)
+    if not chosen:
+        raise ValueError("models is empty: name at least one ('scripted', 'openai', ...)")
+    return chosen
+
+
+def _model_row(spec: ModelSpec, task_set: TaskSet, modes: Sequence[Mode]) -> _Model:
+    if spec == "scripted":
         missing = [f"{t.id} ({m})" for t in task_set.tasks for m in modes if m not in t.recorded]
         if missing:
             raise ValueError("model='scripted' replays recorded responses, and these have none: "
                              + ", ".join(missing) + "; use a real model (model='openai') "
                              "to run them, with record_dir= to record them")
-        return scripted_model
-    if model in ("openai", "anthropic"):
-        shared: ChatModel = (OpenAIChatModel.from_env() if model == "openai"
-                             else AnthropicChatModel.from_env())
-        return lambda task, mode: shared
-    if isinstance(model, str):
-        raise ValueError(f"model must be 'scripted', 'openai', 'anthropic' or a factory, "
-                         f"not {model!r}")
-    return model
+        return _Model("scripted", scripted_model)
+    if isinstance(spec, str):
+        endpoint, colon, name = spec.partition(":")
+        if endpoint not in ENDPOINTS or (colon and not name):
+            raise ValueError(f"model must be 'scripted', 'openai', 'anthropic' (optionally "
+                             f"'openai:NAME'...) or a factory, not {spec!r}")
+        environ = {**os.environ, "DSH_MODEL": name} if name else None
+        shared: ChatModel = (OpenAIChatModel.from_env(environ) if endpoint == "openai"
+                             else AnthropicChatModel.from_env(environ))
+        return _Model(spec if name else f"{endpoint}:{shared.name}",
+                      lambda task, mode, repeat: shared)
+    factory = spec
+    return _Model(getattr(factory, "__name__", str(factory)),
+                  lambda task, mode, repeat: factory(task, mode))
 
 
 async def _open_runtime(runtime: RuntimeChoice | CodeRuntime, pool_size: int,

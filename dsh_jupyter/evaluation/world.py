@@ -1,21 +1,26 @@
-"""The world an evaluation task runs against: files and a tiny order database.
+"""The world an evaluation task runs against: files and tables of rows.
 
 Each run gets its own :class:`World`, a copy of the task set's :class:`WorldData`,
 so a task that writes cannot leak into the next one, and checks can compare the
-state after the run with the state before it. :func:`world_registry` offers the
-built-in sample file tools (:mod:`dsh_jupyter.demo.tools`) plus three database
-tools::
+state after the run with the state before it. A *tool world* is any function
+``(World) -> ToolRegistry`` (:data:`ToolWorld`); a task set names the one its
+tasks use. :func:`world_registry`, the ``shop`` set's, offers the built-in
+sample file tools (:mod:`dsh_jupyter.demo.tools`) plus three database tools::
 
     world = World.fresh(task_set.world)
     registry = world_registry(world)   # list_files, read_file, word_count,
                                        # find_customers, list_orders, update_order
+
+A table is rows by ``id``; ``customers`` and ``orders`` are the shop's, and a
+task set may bring any others (``World.tables``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import copy as _copy
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Literal, TypeAlias, get_args
+from typing import Any, Literal, TypeAlias, cast, get_args
 
 from typing_extensions import TypedDict  # pydantic needs it on Python < 3.12
 
@@ -26,6 +31,7 @@ from ..registry import ToolRegistry
 OrderStatus: TypeAlias = Literal["open", "shipped", "cancelled"]
 ORDER_STATUSES: tuple[str, ...] = get_args(OrderStatus)
 TABLES = ("customers", "orders")
+Row: TypeAlias = Mapping[str, Any]
 
 
 class Customer(TypedDict):
@@ -44,39 +50,52 @@ class Order(TypedDict):
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class WorldData:
-    """A task set's starting state (read-only; runs work on a :class:`World`)."""
+    """A task set's starting state (read-only; runs work on a :class:`World`).
+    ``tables`` holds further tables by name, each a sequence of rows with an ``id``."""
 
     files: Mapping[str, str] = field(default_factory=dict)
     customers: tuple[Customer, ...] = ()
     orders: tuple[Order, ...] = ()
+    tables: Mapping[str, Sequence[Row]] = field(default_factory=dict)
 
 
 @dataclass(slots=True, kw_only=True)
 class World:
-    """The mutable state of one run: files by path, customers and orders by id."""
+    """The mutable state of one run: files by path, and tables of rows by id."""
 
     files: dict[str, str]
-    customers: dict[str, Customer]
-    orders: dict[str, Order]
+    tables: dict[str, dict[str, dict[str, Any]]]
 
     @classmethod
     def fresh(cls, data: WorldData) -> World:
-        return cls(files=dict(data.files),
-                   customers={c["id"]: Customer(**c) for c in data.customers},
-                   orders={o["id"]: Order(**o) for o in data.orders})
+        tables = {name: {str(row["id"]): _copy.deepcopy(dict(row)) for row in rows}
+                  for name, rows in data.tables.items()}
+        tables["customers"] = {c["id"]: dict(c) for c in data.customers}
+        tables["orders"] = {o["id"]: dict(o) for o in data.orders}
+        return cls(files=dict(data.files), tables=tables)
 
     def copy(self) -> World:
-        return World(files=dict(self.files),
-                     customers={k: Customer(**v) for k, v in self.customers.items()},
-                     orders={k: Order(**v) for k, v in self.orders.items()})
+        return World(files=dict(self.files), tables=_copy.deepcopy(self.tables))
 
-    def table(self, name: str) -> Mapping[str, Mapping[str, object]]:
-        """Rows of ``customers`` or ``orders`` by id (for checks)."""
-        if name == "customers":
-            return self.customers
-        if name == "orders":
-            return self.orders
-        raise KeyError(f"no table {name!r}; tables: {', '.join(TABLES)}")
+    @property
+    def customers(self) -> dict[str, Customer]:
+        return cast(dict[str, Customer], self.tables["customers"])
+
+    @property
+    def orders(self) -> dict[str, Order]:
+        return cast(dict[str, Order], self.tables["orders"])
+
+    def table(self, name: str) -> dict[str, dict[str, Any]]:
+        """Rows of table ``name`` by id (for tools and checks)."""
+        try:
+            return self.tables[name]
+        except KeyError:
+            raise KeyError(f"no table {name!r}; tables: {', '.join(sorted(self.tables))}"
+                           ) from None
+
+
+ToolWorld: TypeAlias = Callable[[World], ToolRegistry]
+"""Builds the registry one run works with, its tools bound to that run's :class:`World`."""
 
 
 def world_registry(world: World) -> ToolRegistry:

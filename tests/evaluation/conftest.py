@@ -9,5 +9,5 @@ from dsh_jupyter.evaluation import TaskSet, load_task_set
 
 @pytest.fixture
 def shipped() -> TaskSet:
-    """The shipped task set."""
-    return load_task_set()
+    """The shipped ``shop`` task set (small: seven tasks, native and code recordings)."""
+    return load_task_set("shop")

@@ -24,8 +24,8 @@ from dsh_jupyter.evaluation.command import (
 from dsh_jupyter.json_value import JsonValue
 
 pytestmark = pytest.mark.timeout(60)
-NAMES = {"modes", "task_file", "tasks", "model", "runtime", "pool_size", "max_steps",
-         "output_dir", "label"}
+NAMES = {"modes", "task_set", "task_file", "tasks", "models", "model", "repeats", "runtime",
+         "pool_size", "max_steps", "output_dir", "label"}
 
 
 def test_values_are_json_else_text() -> None:
@@ -133,6 +133,58 @@ class FakePapermill:
         self.calls.append(kwargs)
         if self.error is not None:
             raise self.error
+
+
+def test_the_notebook_has_the_documented_parameters() -> None:
+    notebook = json.loads(default_notebook().read_text())
+    [cell] = [c for c in notebook["cells"] if "parameters" in c["metadata"].get("tags", [])]
+    assigned = {line.split(" = ")[0] for line in cell["source"] if " = " in line}
+    assert assigned == NAMES
+
+
+CELL = {"model": "scripted", "mode": "code", "runs": 6, "succeeded": 5, "success_rate": 5 / 6,
+        "ci_low": 0.4365, "ci_high": 0.9699, "k": 3, "pass_at_1": 0.833, "pass_at_k": 1.0,
+        "steps": 12, "tool_calls": 6, "sub_calls": 9, "tool_result_bytes": 1234,
+        "request_bytes": 56789, "tokens": 14000, "token_source": "estimate",
+        "seconds_per_step": 0.5}
+
+
+class WritingPapermill(FakePapermill):
+    """A papermill whose notebook 'runs' by writing a summary with one cell."""
+
+    def inspect_notebook(self, path: str) -> dict[str, Any]:
+        return dict.fromkeys(NAMES)
+
+    def execute_notebook(self, *args: Any, **kwargs: Any) -> None:
+        super().execute_notebook(*args, **kwargs)
+        Path(kwargs["parameters"]["output_dir"], "summary.json").write_text(json.dumps(
+            {"all_succeeded": False, "cells": [CELL]}))
+
+
+def test_flags_set_parameters_and_cells_are_summarised(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    fake = WritingPapermill()
+    monkeypatch.setattr("dsh_jupyter.evaluation.command._import_papermill", lambda: fake)
+    argv = ["eval", "--tasks", "mypkg.tasks:TASKS", "--only", "a", "b", "--presentations",
+            "native", "code", "--models", "scripted", "openai:m", "--repeats", "3",
+            "-o", str(tmp_path), "-q"]
+    assert main(argv) == 0
+    assert fake.calls[0]["parameters"] == {
+        "task_set": "mypkg.tasks:TASKS", "tasks": ["a", "b"], "modes": ["native", "code"],
+        "models": ["scripted", "openai:m"], "repeats": 3, "output_dir": str(tmp_path)}
+    printed = capsys.readouterr().out
+    assert ("scripted/code: 5/6 succeeded (83%, 95% CI 44%-97%), pass@1 0.83, pass@3 1.00, "
+            "12 steps, 6 tool calls, 9 sub-calls, 1,234 result bytes, 56,789 request bytes, "
+            "14,000 tokens (estimated), 0.50 s/step") in printed
+    # --require-success: every run; --min-success: every cell's rate.
+    assert main([*argv, "--require-success"]) == 1
+    assert main([*argv, "--min-success", "0.8"]) == 0
+    assert main([*argv, "--min-success", "0.9"]) == 1
+    assert "scripted/code: success rate 83% is below --min-success 90%" in \
+        capsys.readouterr().out
+    assert main([*argv, "--min-success", "2"]) == 2
+    assert main([*argv, "--repeats", "0"]) == 2
 
 
 def test_a_notebook_that_writes_no_results_failed(tmp_path: Path) -> None:

@@ -4,6 +4,7 @@ kernels for the run_code programs. CI runs this; it takes ~10-20 s."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -16,42 +17,47 @@ pytestmark = [pytest.mark.kernel, pytest.mark.timeout(120)]
 
 def test_dsh_jupyter_eval_runs_the_notebook(tmp_path: Path,
                                             capsys: pytest.CaptureFixture[str]) -> None:
+    """The default run, as CI makes it: the office set in three presentations."""
     out = tmp_path / "results"
-    assert main(["eval", "--modes", "native", "code", "-o", str(out),
-                 "--require-success", "--cell-timeout", "90"]) == 0
+    assert main(["eval", "-o", str(out), "--min-success", "0.8", "--cell-timeout", "90"]) == 0
     printed = capsys.readouterr().out
-    assert "find-todos               code   ok" in printed  # per-task progress lines
-    assert "code: 7/7 succeeded, 14 steps, 7 tool calls, 21 sub-calls" in printed
+    assert re.search(r"find-todos +scripted +code +ok", printed)  # per-run progress lines
+    assert re.search(r"top-customer +scripted +native +FAILED", printed)
+    assert "scripted/code: 23/24 succeeded (96%, 95% CI 80%-99%), pass@1 0.96, " in printed
 
     tasks = [t.id for t in load_task_set().tasks]
     records = read_records(out)
-    assert [(r.task, r.mode) for r in records] == [
-        (t, m) for t in tasks for m in ("native", "code")]
+    modes = ("native", "code", "both")
+    assert [(r.task, r.mode) for r in records] == [(t, m) for t in tasks for m in modes]
+    failed = {(r.task, r.mode) for r in records if not r.success}
+    assert failed == {("top-customer", "native"), ("best-seller", "native"),
+                      ("restock-low", "native"), ("busiest-day", "code"),
+                      ("team-expenses", "both")}
     for record in records:
-        assert record.success, record
-        assert record.stop == "answered" and record.error is None and record.tool_errors == 0
-        assert record.model == "scripted"
-        assert 2 <= record.steps <= 3 and record.tool_calls >= 1
+        assert record.stop == "answered" and record.error is None
+        assert record.model == "scripted" and record.token_source == "estimate"
+        assert 2 <= record.steps <= 4 and record.tool_calls >= 1
         assert 0 < record.tool_result_bytes < record.request_bytes
         assert 0 < record.wall_seconds < 30
         if record.mode == "code":
-            assert record.runtime == "kernel" and record.tool_calls == 1
-            assert record.sub_calls >= 1
-        else:
+            assert record.runtime == "kernel" and record.sub_calls >= 1
+        elif record.mode == "native":
             assert record.runtime is None and record.sub_calls == 0
 
     summary = read_summary(out)
-    assert summary["all_succeeded"] is True and summary["records"] == 14
+    assert summary["all_succeeded"] is False and summary["records"] == 3 * len(tasks)
     assert summary["parameters"]["runtime"] == "kernel"
-    native, code = summary["modes"]["native"], summary["modes"]["code"]
+    native, code, both = summary["cells"]
+    assert (native["mode"], code["mode"], both["mode"]) == modes
     assert code["steps"] < native["steps"] and code["tool_calls"] < native["tool_calls"]
     assert code["tool_result_bytes"] * 5 < native["tool_result_bytes"]
 
     executed = json.loads((out / "evaluation.ipynb").read_text())
     outputs = [o for c in executed["cells"] if c["cell_type"] == "code" for o in c["outputs"]]
     assert not [o for o in outputs if o["output_type"] == "error"]
-    assert any("image/png" in o.get("data", {}) for o in outputs)
+    assert sum("image/png" in o.get("data", {}) for o in outputs) == 2
     assert (out / "plot.png").read_bytes()[:4] == b"\x89PNG"
+    assert (out / "matrix.png").read_bytes()[:4] == b"\x89PNG"
 
 
 def test_several_parameter_sets_and_a_failing_one(tmp_path: Path,
@@ -63,7 +69,7 @@ def test_several_parameter_sets_and_a_failing_one(tmp_path: Path,
     out = tmp_path / "out"
     assert main(["eval", "--modes", "code", "--param-file", str(sets), "-o", str(out)]) == 1
     printed = capsys.readouterr().out
-    assert "[quick] ship-one-order           code   ok" in printed
+    assert re.search(r"\[quick\] ship-one-order +scripted +code +ok", printed)
     assert "[broken] FAILED: cell" in printed and "no task 'no-such-task'" in printed
     runs = json.loads((out / "runs.json").read_text())
     assert [(r["label"], r["ok"], r["all_succeeded"]) for r in runs] == [

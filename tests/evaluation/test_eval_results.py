@@ -23,7 +23,8 @@ pytestmark = pytest.mark.timeout(60)
 RECORD_KEYS = {"task", "mode", "model", "runtime", "success", "stop", "answer", "error",
                "checks", "steps", "tool_calls", "sub_calls", "tool_errors",
                "tool_result_bytes", "context_bytes", "tool_definition_bytes", "request_bytes",
-               "wall_seconds", "model_seconds", "prompt_tokens", "completion_tokens"}
+               "wall_seconds", "model_seconds", "prompt_tokens", "completion_tokens", "repeat",
+               "tokens", "token_source", "step_seconds"}
 
 
 @pytest.fixture
@@ -52,23 +53,29 @@ async def test_summary_json(evaluation: Evaluation, tmp_path: Path) -> None:
     assert summary["records"] == 4 and summary["all_succeeded"] is True
     assert summary["parameters"] == {
         "modes": ["native", "code"], "task_file": str(evaluation.parameters["task_file"]),
-        "tasks": ["find-todos", "ship-one-order"], "model": "scripted",
-        "runtime": "in-process", "pool_size": 1, "max_steps": 12, "label": "unit"}
-    assert list(summary["modes"]) == ["native", "code"]
-    code = summary["modes"]["code"]
-    assert (code["tasks"], code["succeeded"], code["success_rate"]) == (2, 2, 1.0)
+        "task_set": "shop", "tasks": ["find-todos", "ship-one-order"], "models": ["scripted"],
+        "repeats": 1, "runtime": "in-process", "pool_size": 1, "max_steps": 12,
+        "label": "unit"}
+    assert [(c["model"], c["mode"]) for c in summary["cells"]] == [
+        ("scripted", "native"), ("scripted", "code")]
+    code = summary["cells"][1]
+    assert (code["tasks"], code["runs"], code["succeeded"], code["success_rate"]) == (2, 2, 2, 1.0)
     assert (code["steps"], code["tool_calls"], code["sub_calls"]) == (4, 2, 7)
+    assert (code["k"], code["pass_at_1"], code["pass_at_k"]) == (1, 1.0, 1.0)
+    assert code["ci_low"] == pytest.approx(0.3424, abs=1e-4) and code["ci_high"] == 1.0
+    assert code["token_source"] == "estimate" and code["tokens"] > 0
+    assert summary["succeeded"] == 4
     assert set(summary["versions"]) == {"dsh-jupyter", "python"}
     assert summary["started"].endswith("+00:00") and summary["wall_seconds"] > 0
 
 
 def test_summarise_totals_per_mode(evaluation: Evaluation) -> None:
     summary = summarise(evaluation.records)
-    native = summary["native"]
+    native = summary[0]
     rows = [r for r in evaluation.records if r.mode == "native"]
     assert native.tool_result_bytes == sum(r.tool_result_bytes for r in rows)
     assert native.request_bytes == sum(r.request_bytes for r in rows)
-    assert summarise([]) == {}
+    assert summarise([]) == []
 
 
 def test_an_empty_evaluation_has_not_succeeded() -> None:

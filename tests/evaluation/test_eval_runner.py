@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +22,7 @@ from dsh_jupyter.evaluation import (
     scripted_model,
     world_registry,
 )
-from dsh_jupyter.evaluation.runner import _model_factory
+from dsh_jupyter.evaluation.runner import _model_row
 from dsh_jupyter.evaluation.tasks import Mode
 from dsh_jupyter.testing import InProcessRuntime
 
@@ -79,16 +80,16 @@ async def test_the_shipped_set_succeeds_offline(shipped: TaskSet) -> None:
             assert code.request_bytes > native.request_bytes
     summary = evaluation.summary()
     assert [(s.mode, s.tasks, s.succeeded, s.steps, s.tool_calls, s.sub_calls)
-            for s in summary.values()] == [("native", 7, 7, 18, 21, 0), ("code", 7, 7, 14, 7, 21)]
+            for s in summary] == [("native", 7, 7, 18, 21, 0), ("code", 7, 7, 14, 7, 21)]
     assert evaluation.parameters["runtime"] == "in-process"
     assert evaluation.parameters["tasks"] == [t.id for t in shipped.tasks]
 
 
-@pytest.mark.parametrize("task_id", [t.id for t in load_task_set().tasks])
+@pytest.mark.parametrize("task_id", [t.id for t in load_task_set("shop").tasks])
 async def test_recorded_code_answers_are_what_the_programs_returned(task_id: str) -> None:
     """The recordings are honest: each answer check also passes against the
     run_code output the model saw, so the program (not the script) found the facts."""
-    shipped = load_task_set()
+    shipped = load_task_set("shop")
     task = shipped.task(task_id)
     world = World.fresh(shipped.world)
     registry = world_registry(world)
@@ -174,26 +175,33 @@ async def test_a_factory_can_run_mode_both(tmp_path: Path) -> None:
 
     runtime = InProcessRuntime()
     evaluation = await run_evaluation(task_set, modes="both", model=factory, runtime=runtime)
-    assert evaluation.all_succeeded and evaluation.records[0].model == "t.both"
+    # A factory is one row of the matrix, labelled by its name whatever its models are called.
+    assert evaluation.all_succeeded and evaluation.records[0].model == "factory"
     assert "run_code" in models[0].requests[0].tool_names
     assert "read_file" in models[0].requests[0].tool_names
-    assert evaluation.parameters["model"] == "factory"
+    assert evaluation.parameters["models"] == ["factory"]
     assert evaluation.parameters["runtime"] == "in-process"
     assert evaluation.records[0].runtime == "in-process"
 
 
 async def test_bad_choices_are_refused(shipped: TaskSet) -> None:
-    with pytest.raises(ValueError, match="these have none: summarise-readme \\(both\\)"):
-        await run_evaluation(shipped, modes=["both"])
+    bare = dataclasses.replace(shipped, tasks=tuple(
+        dataclasses.replace(t, recorded={}) if t.id == "find-todos" else t
+        for t in shipped.tasks))
+    with pytest.raises(ValueError, match="these have none: find-todos \\(native\\)"):
+        await run_evaluation(bare, modes=["native"])
     with pytest.raises(ValueError, match="modes is empty"):
         await run_evaluation(shipped, modes=[])
     with pytest.raises(ValueError, match="unknown modes \\['fast'\\]"):
         await run_evaluation(shipped, modes=["fast"])  # type: ignore[list-item]
     with pytest.raises(ValueError, match="modes repeat"):
         await run_evaluation(shipped, modes=["code", "code"])
-    with pytest.raises(ValueError,
-                       match="model must be 'scripted', 'openai', 'anthropic' or a factory"):
-        await run_evaluation(shipped, model="gpt")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="model must be 'scripted', 'openai', 'anthropic'"):
+        await run_evaluation(shipped, models="gpt")
+    with pytest.raises(ValueError, match="models repeat"):
+        await run_evaluation(shipped, models=["scripted", "scripted"])
+    with pytest.raises(ValueError, match="repeats must be at least 1"):
+        await run_evaluation(shipped, repeats=0)
     with pytest.raises(ValueError, match="runtime must be 'kernel', 'in-process'"):
         await run_evaluation(shipped, runtime="docker")  # type: ignore[arg-type]
 
@@ -202,9 +210,12 @@ def test_anthropic_model_from_the_environment(shipped: TaskSet,
                                              monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("DSH_MODEL", "claude-test")
     monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-test")
-    factory = _model_factory("anthropic", shipped, ["native"])
-    model = factory(shipped.task("ship-one-order"), "native")
+    row = _model_row("anthropic", shipped, ["native"])
+    model = row.make(shipped.task("ship-one-order"), "native", 0)
     assert isinstance(model, AnthropicChatModel) and model.name == "claude-test"
+    assert row.label == "anthropic:claude-test"
+    named = _model_row("anthropic:claude-other", shipped, ["native"])
+    assert named.make(shipped.task("ship-one-order"), "native", 0).name == "claude-other"
 
 
 async def test_openai_model_from_the_environment(shipped: TaskSet, tmp_path: Path,
@@ -218,11 +229,36 @@ async def test_openai_model_from_the_environment(shipped: TaskSet, tmp_path: Pat
         evaluation = await run_evaluation(shipped.select(["ship-one-order"]), modes=["native"],
                                           model="openai", record_dir=tmp_path)
     [record] = evaluation.records
-    assert record.success and record.model == "test-model"
+    assert record.success and record.model == "openai:test-model"
     assert (record.prompt_tokens, record.completion_tokens) == (200, 20)
+    assert (record.tokens, record.token_source) == (220, "server")
+    assert len(record.step_seconds) == 2 and record.seconds_per_step > 0
     assert server.requests[0]["model"] == "test-model"
-    assert evaluation.parameters["model"] == "openai"
+    assert evaluation.parameters["models"] == ["openai:test-model"]
     replay = ScriptedModel.from_file(tmp_path / "ship-one-order.native.json")
     again = await run_task(shipped.task("ship-one-order"), "native", world=shipped.world,
                            model=replay)
     assert again.success and again.answer == "o-1020 is shipped."
+
+
+async def test_two_models_are_two_rows_with_their_own_recordings(tmp_path: Path) -> None:
+    task_set = load_task_set(task_file(tmp_path, [{"id": "t", "prompt": "Say hi.", "checks": [
+        {"kind": "answer_contains", "text": ["hi"]}]}]))
+
+    def polite(task: Task, mode: Mode) -> ChatModel:
+        return ScriptedModel([{"content": "hi there"}])
+
+    def rude(task: Task, mode: Mode) -> ChatModel:
+        return ScriptedModel([{"content": "go away"}])
+
+    evaluation = await run_evaluation(task_set, modes=["native"], models=[polite, rude],
+                                      repeats=2, runtime="in-process",
+                                      record_dir=tmp_path / "recorded")
+    assert [(r.model, r.repeat, r.success) for r in evaluation.records] == [
+        ("polite", 0, True), ("polite", 1, True), ("rude", 0, False), ("rude", 1, False)]
+    assert [(c.cell, c.succeeded, c.runs, c.pass_at_k) for c in evaluation.summary()] == [
+        ("polite/native", 2, 2, 1.0), ("rude/native", 0, 2, 0.0)]
+    assert sorted(str(p.relative_to(tmp_path / "recorded"))
+                  for p in (tmp_path / "recorded").rglob("*.json")) == [
+        "polite/t.native.1.json", "polite/t.native.json", "rude/t.native.1.json",
+        "rude/t.native.json"]

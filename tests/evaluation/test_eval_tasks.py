@@ -13,12 +13,12 @@ from dsh_jupyter.evaluation import SHIPPED_TASKS, TaskSet, TaskSetError, load_ta
 pytestmark = pytest.mark.timeout(30)
 
 
-def test_the_shipped_set_has_recordings_for_both_modes(shipped: TaskSet) -> None:
+def test_the_shipped_set_has_recordings_for_every_mode(shipped: TaskSet) -> None:
     assert shipped.name == "shop" and shipped.path == SHIPPED_TASKS
     assert 5 <= len(shipped.tasks) <= 8
     for task in shipped.tasks:
-        assert set(task.recorded) == {"native", "code"}, task.id
-        assert all(path.is_file() for path in task.recorded.values())
+        assert {"native", "code", "both"} <= set(task.recorded), task.id
+        assert all(path.is_file() for paths in task.recorded.values() for path in paths)
         assert task.checks
     assert len(shipped.world.orders) == 30 and len(shipped.world.customers) == 6
     assert "src/shop/report.py" in shipped.world.files
@@ -46,7 +46,7 @@ def test_recorded_scripts_resolve_next_to_the_file(tmp_path: Path) -> None:
     name = script_file(tmp_path, "t.code.json", [{"content": "x"}])
     path = task_file(tmp_path, [{"id": "t", "prompt": "p", "recorded": {"code": name},
                                  "checks": [{"kind": "answer_contains", "text": ["x"]}]}])
-    assert load_task_set(path).tasks[0].recorded == {"code": (tmp_path / name).resolve()}
+    assert load_task_set(path).tasks[0].recorded == {"code": ((tmp_path / name).resolve(),)}
 
 
 @pytest.mark.parametrize(("task", "message"), [
@@ -55,7 +55,7 @@ def test_recorded_scripts_resolve_next_to_the_file(tmp_path: Path) -> None:
     ({"id": "t", "prompt": "p", "checks": [{"kind": "answer_contains", "text": "x"}]},
      "tasks.0.checks.0.answer_contains.text: Input should be a valid list"),
     ({"id": "t", "prompt": "p", "checks": [{"kind": "rows", "table": "users", "rows": {}}]},
-     "rows.table: Input should be 'customers' or 'orders'"),
+     "task 't': no table 'users' in the world; tables: customers, orders"),
     ({"id": "t", "prompt": "p", "checks": [], "extra": 1},
      "tasks.0.extra: Extra inputs are not permitted"),
     ({"id": "t", "prompt": "p", "checks": []}, "task 't' has no checks"),
