@@ -6,7 +6,10 @@ No model was reachable when these were made, so the recordings are written by ha
 here: what a capable model plausibly sends in each presentation mode. Native
 scripts batch independent calls into one step; code scripts write one program
 (two when the first fails); ``both`` scripts take whichever path suits the task
-(a direct call for a lookup, a program for many calls). Answers are computed from
+(a direct call for a lookup, a program for many calls); ``discovery`` scripts
+(the prompt holds an index, not the SDK) mostly spend a first program on
+``tools.search``/``tools.describe`` and then run the code script's working program,
+or call a tool the index names outright when its arguments are obvious. Answers are computed from
 the same data the tools serve, so a replayed answer is what the calls returned.
 A few recordings are deliberately wrong (``FAILURES``), as real runs are: an
 arithmetic slip, a missed row, a program that counted cancelled meetings; tasks
@@ -32,7 +35,7 @@ OUT = DATA / "office"
 SHOP = json.loads((DATA / "tasks.json").read_text(encoding="utf-8"))
 
 Calls = list[tuple[str, dict[str, Any]]]
-PRESENTATIONS = ("native", "code", "both")
+PRESENTATIONS = ("native", "code", "both", "discovery")
 
 # --- the world ------------------------------------------------------------------------
 
@@ -722,6 +725,60 @@ def stock_value() -> Task:
                   'return {k: round(v, 2) for k, v in value.items()}'), answer=answer))
 
 
+# --- discovery: what each task looks up before its program -----------------------------
+# (search query or None, tools to describe). Empty: the index names the tool and its
+# arguments are obvious, so the one program calls it outright. Otherwise a first program
+# prints what it found; the second is the code script's last (working) program: with
+# the types in hand, the guesses that code mode's first programs got wrong are not made.
+
+DISCOVERY: dict[str, tuple[str | None, tuple[str, ...]]] = {
+    "order-status": (None, ()),
+    "product-price": (None, ("get_product",)),
+    "person-email": (None, ("find_people",)),
+    "exchange-rate": (None, ()),
+    "summarise-readme": (None, ()),
+    "find-todos": ("search lines in files", ("search_files",)),
+    "ship-one-order": (None, ()),
+    "cancel-event": (None, ()),
+    "ticket-owner": (None, ("get_ticket", "get_person")),
+    "order-country": (None, ("get_order", "get_customer")),
+    "open-order-total": ("customer orders", ("find_customers", "list_orders")),
+    "top-customer": (None, ("list_orders", "find_customers")),
+    "revenue-by-country": (None, ("find_customers", "list_orders")),
+    "cancel-stale-orders": (None, ("list_orders", "update_order")),
+    "restock-low": ("product stock reorder", ("list_products", "restock")),
+    "best-seller": (None, ("list_orders", "list_order_items", "get_product")),
+    "busiest-day": ("calendar events", ("list_events",)),
+    "team-expenses": ("expenses team currency", ("find_people", "list_expenses",
+                                                 "exchange_rate")),
+    "close-resolved": ("ticket", ("list_tickets", "close_ticket")),
+    "assign-billing": ("team lead ticket", ("list_teams", "list_tickets", "assign_ticket")),
+    "notify-attendees": ("send email", ("list_events", "get_person", "send_message")),
+    "book-meeting": ("free time book meeting", ("find_people", "free_slots",
+                                                "create_event")),
+    "longest-module": (None, ("list_files", "read_file")),
+    "stock-value": (None, ("list_products",)),
+}
+
+
+def discovery(name: str, code_script: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """``name``'s discovery script: its lookups (:data:`DISCOVERY`), then the working
+    program of ``code_script`` and its answer."""
+    query, described = DISCOVERY[name]
+    *_, working, answer = code_script
+    lines = [f"print(await tools.search({query!r}))"] if query else []
+    if len(described) == 1:
+        lines.append(f"print(await tools.describe({described[0]!r}))")
+    elif described:
+        lines += [f"for name in {described!r}:", "    print(await tools.describe(name))"]
+    if not lines:
+        return [working, answer]
+    what = "Find and type " + ", ".join(described) if described else f"Search {query!r}"
+    look = {"tool_calls": [{"name": "run_code",
+                            "arguments": {"code": "\n".join(lines), "description": what}}]}
+    return [look, working, answer]
+
+
 # --- deliberate failures: (task, mode) -> samples; sample 0 is what repeats=1 replays ---
 
 def failures(scripts: dict[str, dict[str, list[dict[str, Any]]]]
@@ -789,9 +846,8 @@ def main(out: Path = OUT) -> None:
     made = {name: make() for name, make in TASKS.items()}
     for name, (_, _, favours, native_script, code_script) in made.items():
         both = native_script if favours == "native" else code_script
-        # A new presentation (discovery: the program finds its tools with tools.search
-        # and tools.describe first) is one more entry here and in PRESENTATIONS.
-        scripts[name] = {"native": native_script, "code": code_script, "both": both}
+        scripts[name] = {"native": native_script, "code": code_script, "both": both,
+                         "discovery": discovery(name, code_script)}
     overrides = failures(scripts)
     for name, (prompt, checks, favours, _, _) in made.items():
         recorded: dict[str, Any] = {}
@@ -810,7 +866,8 @@ def main(out: Path = OUT) -> None:
             "description": "24 tasks over 31 tools (files, orders, products, people, calendar, "
                            "tickets, messages, expenses): lookups where one call answers, and "
                            "aggregations and bulk updates where a program saves round trips. "
-                           "Hand-written recordings for native, code and both, a few wrong.",
+                           "Hand-written recordings for native, code, both and discovery, a "
+                           "few wrong.",
             "tools": "dsh_jupyter.evaluation.office:office_registry",
             "world": world(), "tasks": entries}
     (out / "tasks.json").write_text(json.dumps(body, indent=1, ensure_ascii=False) + "\n",

@@ -117,22 +117,55 @@ async def test_native_wins_a_lookup_and_code_wins_an_aggregation(matrix: Evaluat
     assert runs[("best-seller", "both")].sub_calls > 10
 
 
-@pytest.mark.parametrize("task_id", [t.id for t in load_task_set("office").tasks
-                                     if (t.id, "code") not in FAILURES])
-async def test_recorded_code_answers_are_what_the_programs_returned(task_id: str) -> None:
-    """Honest recordings: the answer checks of each code recording that succeeds pass
-    against the run_code output the model saw, so the program found the facts."""
+@pytest.mark.parametrize(("task_id", "mode"), [
+    (t.id, mode) for mode in ("code", "discovery") for t in load_task_set("office").tasks
+    if (t.id, mode) not in FAILURES])
+async def test_recorded_code_answers_are_what_the_programs_returned(task_id: str,
+                                                                   mode: Mode) -> None:
+    """Honest recordings: the answer checks of each code (and discovery) recording that
+    succeeds pass against the run_code output the model saw, so the program found the
+    facts."""
     office = load_task_set("office")
     task = office.task(task_id)
     world = World.fresh(office.world)
     registry = office.tools(world)
-    registry.mode = "code"
+    registry.mode = mode
     registry.code_runtime = InProcessRuntime()
-    result = await run_agent(registry, scripted_model(task, "code"), task.prompt)
+    result = await run_agent(registry, scripted_model(task, mode), task.prompt)
     seen = "\n".join(str(m["content"]) for m in result.messages if m["role"] == "tool")
     answer_checks = [c for c in task.checks if c["kind"].startswith("answer_")]
     outcomes = run_checks(answer_checks, answer=seen, before=world, after=world)
     assert all(o.passed for o in outcomes), outcomes
+
+
+async def test_discovery_succeeds_and_sends_fewer_bytes_a_step_than_code(
+        office: TaskSet) -> None:
+    """Discovery on its recordings: every task succeeds, the same way twice; a request
+    carries the index (~1.8 KB for 31 tools) instead of the SDK, so each step costs far
+    fewer bytes than in code mode, although most runs spend a step looking tools up."""
+    first = await run_evaluation(office, modes=("code", "discovery"), runtime="in-process")
+    again = await run_evaluation(office, modes="discovery", runtime="in-process")
+
+    def stable(records: Sequence[TaskRecord]) -> list[TaskRecord]:
+        return [dataclasses.replace(r, wall_seconds=0.0, model_seconds=0.0, step_seconds=())
+                for r in records if r.mode == "discovery"]
+
+    assert stable(first.records) == stable(again.records)
+    runs = stable(first.records)
+    assert len(runs) == len(office.tasks)
+    assert all(r.success and r.tool_errors == 0 and r.sub_calls >= 1 for r in runs)
+    # A lookup the index names outright is one program; the rest look up first.
+    assert {r.task for r in runs if r.steps == 2} == {
+        "order-status", "exchange-rate", "summarise-readme", "ship-one-order", "cancel-event"}
+    assert all(r.steps == 3 for r in runs if r.task not in {
+        "order-status", "exchange-rate", "summarise-readme", "ship-one-order", "cancel-event"})
+    cells = {c.mode: c for c in first.summary()}
+    code, discovery = cells["code"], cells["discovery"]
+    assert discovery.succeeded == discovery.runs == len(office.tasks)
+    assert discovery.steps > code.steps
+    # About 4.9 KB a step against 14.4 KB: the 2 KB index against the 31 tools' SDK.
+    assert discovery.request_bytes / discovery.steps < code.request_bytes / code.steps / 2
+    assert discovery.request_bytes < code.request_bytes
 
 
 async def test_a_task_set_from_a_module() -> None:

@@ -2,13 +2,21 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
 import pytest
 from evaluation_support import script_file, task_file
 
-from dsh_jupyter.evaluation import SHIPPED_TASKS, TaskSet, TaskSetError, load_task_set
+from dsh_jupyter.evaluation import (
+    SHIPPED_TASKS,
+    TaskSet,
+    TaskSetError,
+    load_task_set,
+    progress_line,
+    run_evaluation,
+)
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -17,7 +25,7 @@ def test_the_shipped_set_has_recordings_for_every_mode(shipped: TaskSet) -> None
     assert shipped.name == "shop" and shipped.path == SHIPPED_TASKS
     assert 5 <= len(shipped.tasks) <= 8
     for task in shipped.tasks:
-        assert {"native", "code", "both"} <= set(task.recorded), task.id
+        assert {"native", "code", "both", "discovery"} <= set(task.recorded), task.id
         assert all(path.is_file() for paths in task.recorded.values() for path in paths)
         assert task.checks
     assert len(shipped.world.orders) == 30 and len(shipped.world.customers) == 6
@@ -68,7 +76,7 @@ def test_recorded_scripts_resolve_next_to_the_file(tmp_path: Path) -> None:
      "recorded code responses 'missing.json' not found"),
     ({"id": "t", "prompt": "p", "recorded": {"fast": "x.json"},
       "checks": [{"kind": "answer_contains", "text": ["x"]}]},
-     "recorded.fast.\\[key\\]: Input should be 'native', 'code' or 'both'"),
+     "recorded.fast.\\[key\\]: Input should be 'native', 'code', 'both' or 'discovery'"),
 ])
 def test_bad_tasks_are_explained(tmp_path: Path, task: dict[str, Any], message: str) -> None:
     with pytest.raises(TaskSetError, match=message):
@@ -94,3 +102,16 @@ def test_file_level_problems(tmp_path: Path) -> None:
     with pytest.raises(TaskSetError, match="status: Input should be 'open', 'shipped'"):
         load_task_set(task_file(tmp_path, [good], world={"database": {"orders": [
             {**row, "status": "lost"}]}}))
+
+
+async def test_the_shipped_discovery_recordings_replay(shipped: TaskSet) -> None:
+    """Under discovery a request offers only run_code (search and describe are methods
+    on ``tools``, not tools): the recordings expect exactly that, and every task
+    succeeds."""
+    evaluation = await run_evaluation(shipped, modes="discovery", runtime="in-process")
+    assert evaluation.all_succeeded, [progress_line(r) for r in evaluation.records]
+    assert all(r.sub_calls >= 1 for r in evaluation.records)
+    for task in shipped.tasks:
+        script = json.loads(task.recorded["discovery"][0].read_text(encoding="utf-8"))
+        assert all(entry["expect_tools"] == ["run_code"] for entry in script
+                   if "tool_calls" in entry), task.id
