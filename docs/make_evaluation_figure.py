@@ -21,7 +21,7 @@ REPEATS = 3
 
 async def main() -> None:
     task_set = load_task_set("office")
-    evaluation = await run_evaluation(task_set, modes=["native", "code", "both"],
+    evaluation = await run_evaluation(task_set, modes=["native", "code", "both", "discovery"],
                                       repeats=REPEATS, runtime="in-process")
     summary = evaluation.summary()
     save_matrix_plot(summary, FIGURE, title=f"office: {len(task_set.tasks)} tasks x "
