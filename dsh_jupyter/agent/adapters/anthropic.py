@@ -26,13 +26,12 @@ from ..errors import ModelConfigError
 from ..model import ChatRequest, ModelResponse
 from ._http import (
     RetryPolicy,
-    check_client,
     default_timeout,
     json_body,
-    require_sdk,
     send_with_retries,
 )
 from ._messages_wire import KIND, messages_body, parse_message
+from ._sdk_model import SdkChatModel
 from ._streams import MessagesFold, read_stream
 
 if TYPE_CHECKING:
@@ -46,7 +45,7 @@ DEFAULT_BASE_URL = "https://api.anthropic.com"
 DEFAULT_MAX_TOKENS = 8192
 
 
-class AnthropicChatModel:
+class AnthropicChatModel(SdkChatModel):
     """A :class:`~dsh_jupyter.agent.model.ChatModel` for ``POST {base_url}/v1/messages``.
 
     ``max_tokens`` bounds each response (the API requires a bound);
@@ -60,6 +59,8 @@ class AnthropicChatModel:
     provider = "anthropic"
     """The API it speaks (``gen_ai.provider.name`` on traced requests)."""
 
+    sdk = "anthropic"
+
     def __init__(self, *, model: str, api_key: str | None = None,
                  base_url: str = DEFAULT_BASE_URL, max_tokens: int = DEFAULT_MAX_TOKENS,
                  cache: bool = True, stream: bool = False,
@@ -67,30 +68,14 @@ class AnthropicChatModel:
                  retry: RetryPolicy | None = None, options: Mapping[str, JsonValue] | None = None,
                  headers: Mapping[str, str] | None = None,
                  client: httpx2.AsyncClient | None = None) -> None:
-        if not isinstance(model, str) or not model:
-            raise ModelConfigError(f"model must be a non-empty model name, got {model!r}")
-        if not isinstance(base_url, str) or not base_url.startswith(("http://", "https://")):
-            raise ModelConfigError(
-                f"base_url must be an http:// or https:// URL, got {base_url!r}")
         if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1:
             raise ModelConfigError(f"max_tokens must be a positive integer, got {max_tokens!r}")
-        require_sdk("anthropic", "AnthropicChatModel")
-        check_client(client)
-        self.model = model
-        self.base_url = base_url.rstrip("/")
-        self.url = f"{self.base_url}/v1/messages"
+        super().__init__(model=model, base_url=base_url, path="v1/messages", api_key=api_key,
+                         timeout=timeout, retry=retry, options=options, headers=headers,
+                         client=client)
         self.max_tokens = max_tokens
         self.cache = cache
         self.stream = stream
-        self.timeout = timeout
-        self.retry = retry or RetryPolicy()
-        if self.retry.max_attempts < 1:
-            raise ModelConfigError("RetryPolicy.max_attempts must be at least 1")
-        self.options = dict(options or {})
-        self._headers = dict(headers or {})
-        self._api_key = api_key or None
-        self._client = client
-        self._ssl: Any = None  # an ssl.SSLContext, built once: it costs tens of ms
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None, *,
@@ -119,24 +104,10 @@ class AnthropicChatModel:
                    timeout=timeout, retry=retry, options=options, headers=headers,
                    client=client)
 
-    @property
-    def name(self) -> str:
-        return self.model
-
-    def __repr__(self) -> str:
-        key = "set" if self._api_key else "none"
-        return f"<AnthropicChatModel model={self.model!r} url={self.url!r} key={key}>"
-
-    async def complete(self, request: ChatRequest, *, signal: AbortSignal) -> ModelResponse:
+    def _open_http(self, ssl: Any) -> httpx2.AsyncClient:
         import anthropic
-        import httpx2
 
-        if self._client is not None:
-            return await self._send(self._client, request, signal)
-        if self._ssl is None:
-            self._ssl = httpx2.create_ssl_context()
-        async with anthropic.DefaultAsyncHttpxClient(verify=self._ssl) as http:
-            return await self._send(http, request, signal)
+        return anthropic.DefaultAsyncHttpxClient(verify=ssl)
 
     async def _send(self, http: httpx2.AsyncClient, request: ChatRequest,
                     signal: AbortSignal) -> ModelResponse:

@@ -33,14 +33,13 @@ from ..model import ChatRequest, ModelResponse
 from ..wire import parse_chat_completion
 from ._http import (
     RetryPolicy,
-    check_client,
     default_timeout,
     json_body,
-    require_sdk,
     send_with_retries,
 )
 from ._responses_wire import KIND as RESPONSES
 from ._responses_wire import parse_response, responses_body
+from ._sdk_model import SdkChatModel
 from ._streams import ChatFold, ResponsesFold, read_stream
 
 if TYPE_CHECKING:
@@ -56,7 +55,7 @@ DEFAULT_BASE_URL = "https://api.openai.com/v1"
 _PATHS = {"chat": "chat/completions", "responses": "responses"}
 
 
-class OpenAIChatModel:
+class OpenAIChatModel(SdkChatModel):
     """A :class:`~dsh_jupyter.agent.model.ChatModel` for ``POST {base_url}/chat/completions``
     (or ``{base_url}/responses`` with ``api="responses"``).
 
@@ -76,35 +75,21 @@ class OpenAIChatModel:
     """The API it speaks (``gen_ai.provider.name`` on traced requests); which server
     answers is ``server.address``, from ``base_url``."""
 
+    sdk = "openai"
+
     def __init__(self, *, model: str, base_url: str = DEFAULT_BASE_URL,
                  api_key: str | None = None, api: Literal["chat", "responses"] = "chat",
                  stream: bool = False, timeout: float | httpx2.Timeout | None = None,
                  retry: RetryPolicy | None = None, options: Mapping[str, JsonValue] | None = None,
                  headers: Mapping[str, str] | None = None,
                  client: httpx2.AsyncClient | None = None) -> None:
-        if not isinstance(model, str) or not model:
-            raise ModelConfigError(f"model must be a non-empty model name, got {model!r}")
-        if not isinstance(base_url, str) or not base_url.startswith(("http://", "https://")):
-            raise ModelConfigError(
-                f"base_url must be an http:// or https:// URL, got {base_url!r}")
         if api not in _PATHS:
             raise ModelConfigError(f'api must be "chat" or "responses", got {api!r}')
-        require_sdk("openai", "OpenAIChatModel")
-        check_client(client)
-        self.model = model
+        super().__init__(model=model, base_url=base_url, path=_PATHS[api], api_key=api_key,
+                         timeout=timeout, retry=retry, options=options, headers=headers,
+                         client=client)
         self.api = api
         self.stream = stream
-        self.base_url = base_url.rstrip("/")
-        self.url = f"{self.base_url}/{_PATHS[api]}"
-        self.timeout = timeout
-        self.retry = retry or RetryPolicy()
-        if self.retry.max_attempts < 1:
-            raise ModelConfigError("RetryPolicy.max_attempts must be at least 1")
-        self.options = dict(options or {})
-        self._headers = dict(headers or {})
-        self._api_key = api_key or None
-        self._client = client
-        self._ssl: Any = None  # an ssl.SSLContext, built once: it costs tens of ms
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None, *,
@@ -132,24 +117,10 @@ class OpenAIChatModel:
                    timeout=timeout, retry=retry, options=options, headers=headers,
                    client=client)
 
-    @property
-    def name(self) -> str:
-        return self.model
-
-    def __repr__(self) -> str:
-        key = "set" if self._api_key else "none"
-        return f"<OpenAIChatModel model={self.model!r} url={self.url!r} key={key}>"
-
-    async def complete(self, request: ChatRequest, *, signal: AbortSignal) -> ModelResponse:
-        import httpx2
+    def _open_http(self, ssl: Any) -> httpx2.AsyncClient:
         import openai
 
-        if self._client is not None:
-            return await self._send(self._client, request, signal)
-        if self._ssl is None:
-            self._ssl = httpx2.create_ssl_context()
-        async with openai.DefaultAsyncHttpxClient(verify=self._ssl) as http:
-            return await self._send(http, request, signal)
+        return openai.DefaultAsyncHttpxClient(verify=ssl)
 
     async def _send(self, http: httpx2.AsyncClient, request: ChatRequest,
                     signal: AbortSignal) -> ModelResponse:
