@@ -262,6 +262,8 @@ def _default(value: Any) -> str:
         return "DEFAULT_INSTRUCTIONS"
     if isinstance(value, int) and value in _KNOWN_DEFAULTS:
         return _KNOWN_DEFAULTS[value]
+    if inspect.isroutine(value):  # its name, not a repr with an address that changes
+        return str(value.__name__)
     return repr(value)
 
 
