@@ -16,6 +16,11 @@ if TYPE_CHECKING:
     import httpx2
 
 
+def first_env(env: Mapping[str, str], names: tuple[str, ...]) -> str | None:
+    """The first of ``names`` set to something other than blanks in ``env``, stripped."""
+    return next((env[n].strip() for n in names if env.get(n, "").strip()), None)
+
+
 class SdkChatModel:
     """Settings shared by the adapters: ``model``, ``base_url``, ``url`` (the endpoint
     requests go to), ``timeout``, ``retry``, ``options``, headers, the key and the

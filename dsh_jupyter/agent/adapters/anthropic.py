@@ -31,7 +31,7 @@ from ._http import (
     send_with_retries,
 )
 from ._messages_wire import KIND, messages_body, parse_message
-from ._sdk_model import SdkChatModel
+from ._sdk_model import SdkChatModel, first_env
 from ._streams import MessagesFold, read_stream
 
 if TYPE_CHECKING:
@@ -97,10 +97,9 @@ class AnthropicChatModel(SdkChatModel):
         if not max_tokens.isdigit():
             raise ModelConfigError(f"{ENV_MAX_TOKENS} must be a positive integer, "
                                    f"got {max_tokens!r}")
-        api_key = next((env[k].strip() for k in ENV_API_KEYS if env.get(k, "").strip()), None)
-        base_url = next((env[k].strip() for k in ENV_BASE_URLS if env.get(k, "").strip()),
-                        DEFAULT_BASE_URL)
-        return cls(model=model, api_key=api_key, base_url=base_url, max_tokens=int(max_tokens),
+        return cls(model=model, api_key=first_env(env, ENV_API_KEYS),
+                   base_url=first_env(env, ENV_BASE_URLS) or DEFAULT_BASE_URL,
+                   max_tokens=int(max_tokens),
                    timeout=timeout, retry=retry, options=options, headers=headers,
                    client=client)
 

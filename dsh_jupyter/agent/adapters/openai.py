@@ -39,7 +39,7 @@ from ._http import (
 )
 from ._responses_wire import KIND as RESPONSES
 from ._responses_wire import parse_response, responses_body
-from ._sdk_model import SdkChatModel
+from ._sdk_model import SdkChatModel, first_env
 from ._streams import ChatFold, ResponsesFold, read_stream
 
 if TYPE_CHECKING:
@@ -111,9 +111,8 @@ class OpenAIChatModel(SdkChatModel):
         api = env.get(ENV_API, "").strip() or "chat"
         if api not in _PATHS:
             raise ModelConfigError(f'{ENV_API} must be "chat" or "responses", got {api!r}')
-        api_key = next((env[k].strip() for k in ENV_API_KEYS if env.get(k, "").strip()), None)
         return cls(model=model, base_url=env.get(ENV_BASE_URL, "").strip() or DEFAULT_BASE_URL,
-                   api_key=api_key, api=api,  # type: ignore[arg-type]  # checked above
+                   api_key=first_env(env, ENV_API_KEYS), api=api,  # type: ignore[arg-type]  # checked above
                    timeout=timeout, retry=retry, options=options, headers=headers,
                    client=client)
 
