@@ -108,6 +108,7 @@ def export_notebook(events: Iterable[SessionEvent] | str | os.PathLike[str],
         "dsh_jupyter": {"format": EXPORT_FORMAT, "source": source, "tools": tools,
                         "values": values, "runs": [r["run_id"] for r in session.runs],
                         "programs": len(session.programs)}})
+    _number_code_cells(nb.cells)
     nbf.validate(nb)
     if path is not None:
         nbf.write(nb, os.fspath(path))
@@ -191,6 +192,17 @@ class _Cells:
         outcome = _outcome(program.result, program.approvals)
         self.code(f"{line}\n{program.code}", outputs=outputs,
                   metadata={"call_id": program.call_id, "outcome": outcome})
+
+
+def _number_code_cells(cells: list[Any]) -> None:
+    """Execution counts as if run top to bottom: nbval rejects a cell with outputs that
+    says it never ran, and the recorded outputs are what running it gave."""
+    code = [cell for cell in cells if cell.cell_type == "code"]
+    for number, cell in enumerate(code, start=1):
+        cell.execution_count = number
+        for output in cell.outputs:
+            if output.output_type == "execute_result":
+                output.execution_count = number
 
 
 def _nbformat() -> Any:
