@@ -66,9 +66,9 @@ _KERNELSPEC = {"name": "python3", "display_name": "Python 3 (ipykernel)", "langu
 def export_notebook(events: Iterable[SessionEvent] | str | os.PathLike[str],
                     path: str | os.PathLike[str] | None, *, tools: str | None = None,
                     values: bool = True) -> nbformat.NotebookNode:
-    """Write the session ``events`` (events, or a JSON Lines log's path) to the notebook
-    ``path`` (``None``: only return it) and return it, validated.
+    """The session ``events`` as a validated notebook, written to ``path`` unless ``None``.
 
+    ``events`` are the events themselves or a JSON Lines log's path.
     ``tools`` is ``MODULE:ATTR`` naming the registry to re-run the programs against (a
     registry, a function returning one, or an async context manager yielding one);
     without it the setup cell says what to fill in. ``values=False`` leaves out argument
@@ -189,7 +189,7 @@ class _Cells:
         if self.values and program.result is not None:
             outputs.append(_nbformat().v4.new_output(
                 "execute_result", data=_card_bundle(program), execution_count=None))
-        outcome = _outcome(program.result, program.approvals)
+        outcome = _outcome(program.result, [])  # a program's approvals are its sub-calls'
         self.code(f"{line}\n{program.code}", outputs=outputs,
                   metadata={"call_id": program.call_id, "outcome": outcome})
 
