@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import json
 import re
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -314,3 +315,52 @@ def test_bad_arguments_are_one_clear_line(session: Path, tmp_path: Path) -> None
         assert message in done.stderr and done.stderr.count("\n") == 1, done.stderr
     with pytest.raises(ValueError, match="no events to export"):
         export_notebook([], None)
+
+
+def test_scopes_descriptions_and_calls_outside_a_run() -> None:
+    """Logs without agent events (``%%run_code`` cells, ``registry.execute``), in a
+    scope, with a description the magic line must quote; a log of two runs."""
+    from dsh_jupyter.extension import _parser
+
+    description = "It's a \"quoted\"\ndescription"
+    program = "return 1"
+    events: list[Any] = [
+        {"kind": "tool/call", "call_id": "cell-1", "name": "run_code", "agent": "researcher",
+         "arguments": {"code": program, "description": description}, "time": 1.0},
+        {"kind": "tool/result", "call_id": "cell-1", "name": "run_code", "agent": "researcher",
+         "arguments": {"code": program, "description": description}, "is_error": False,
+         "content": [{"type": "text", "text": "1"}], "meta": {"logs": [], "result": "1"},
+         "started": 1.0, "ended": 2.0},
+        {"kind": "tool/call", "call_id": "x", "name": "greet", "agent": None,
+         "arguments": {"name": "a|b"}, "time": 3.0},
+        {"kind": "tool/result", "call_id": "x", "name": "greet", "agent": None,
+         "arguments": {"name": "a|b"}, "is_error": True, "error": {"message": "no",
+                                                                   "code": "DENIED"},
+         "content": [{"type": "text", "text": "Error: no"}], "started": 3.0, "ended": 3.5},
+    ]
+    nb = export_notebook(events, None)
+    cells = sources(nb)
+    assert cells[0][1].startswith("# Session\n\nrecorded 1970-01-01 00:00 UTC.")
+    assert cells[3] == ("markdown", "### Calls\n\nThe model ran 1 program.")
+    magic, body = cells[4][1].split("\n", 1)
+    options = _parser("%%run_code").parse_args(shlex.split(magic.removeprefix("%%run_code")))
+    assert (options.description, options.scope, body) == (
+        "It's a \"quoted\" description", "researcher", program)
+    assert cells[5][1] == ("### Calls\n\n| tool | arguments | outcome | result | approval |\n"
+                           "|---|---|---|---|---|\n"
+                           '| `greet` | `{"name": "a\\|b"}` | denied | no |  |')
+    runs: list[Any] = []
+    for run_id in ("one", "two"):
+        runs += [{"kind": "agent/run-start", "run_id": run_id, "agent": None, "mode": "code",
+                  "model": "m", "task": f"task {run_id}", "max_steps": 3, "time": 5.0},
+                 {"kind": "agent/run-end", "run_id": run_id, "stop": "step_limit", "steps": 3,
+                  "tool_calls": 0, "sub_calls": 0, "wall_seconds": 1.0, "answer": None,
+                  "error": {"message": "too\nmany", "code": "STEP_LIMIT"}, "time": 6.0}]
+    two = sources(export_notebook(runs, None, tools="pkg.tools:registry"))
+    assert two[0][1].startswith("# Session of 2 runs\n")
+    assert "mode='code'" in two[2][1]
+    assert [text for kind, text in two[3:-1]] == [
+        "## Run `one`: task one",
+        "**Run ended:** step_limit after 3 steps (0 tool calls, 0 sub-calls). STEP_LIMIT: too many",
+        "## Run `two`: task two",
+        "**Run ended:** step_limit after 3 steps (0 tool calls, 0 sub-calls). STEP_LIMIT: too many"]
