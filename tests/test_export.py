@@ -364,3 +364,26 @@ def test_scopes_descriptions_and_calls_outside_a_run() -> None:
         "**Run ended:** step_limit after 3 steps (0 tool calls, 0 sub-calls). STEP_LIMIT: too many",
         "## Run `two`: task two",
         "**Run ended:** step_limit after 3 steps (0 tool calls, 0 sub-calls). STEP_LIMIT: too many"]
+
+
+async def test_a_bad_tools_spec_is_one_clear_line() -> None:
+    from dsh_jupyter.errors import RegistrationError
+    from dsh_jupyter.sessions import open_session_registry
+
+    with pytest.raises(RegistrationError) as raised:
+        async with open_session_registry("no_such_module:registry"):
+            pass
+    assert str(raised.value) == ("cannot open the session's tools: cannot load "
+                                 "'no_such_module:registry': No module named 'no_such_module'")
+    with pytest.raises(RegistrationError, match="is a dict, not a ToolRegistry"):
+        async with open_session_registry("dsh_jupyter.demo.tools:SAMPLE_FILES"):
+            pass
+
+
+def test_fresh_task_set_tools_start_from_the_starting_world() -> None:
+    from dsh_jupyter.evaluation import fresh
+
+    office, again, shop = fresh.office(), fresh.office(), fresh.shop()
+    assert len(office.schemas()) == 31 and len(shop.schemas()) == 6
+    assert office.mode == "native" and office.code_runtime is None
+    assert office is not again
