@@ -32,7 +32,7 @@ TOP_GROUPS: dict[str, list[str]] = {
     ],
     "Policies and approvals": ["Allow", "Deny", "Ask", "Accept", "Block", "Approval"],
     "Cancellation": ["AbortController", "AbortSignal"],
-    "Session logs": ["JsonlSessionWriter", "read_session"],
+    "Session logs": ["JsonlSessionWriter", "read_session", "export_notebook"],
     "Errors": ["DshError", "ToolError"],
 }
 
@@ -52,6 +52,8 @@ MODULES: dict[str, str] = {
     "dsh_jupyter.agent": "The agent loop, chat models, messages and responses.",
     "dsh_jupyter.widgets": "Live cards, replays and approvals in a notebook.",
     "dsh_jupyter.mcp": "MCP servers as tools.",
+    "dsh_jupyter.sessions": "Sessions as notebooks: a log exported to a runnable notebook "
+                            "(see [sessions.md](sessions.md)).",
     "dsh_jupyter.evaluation": "Task sets, runs and results of the evaluation "
                               "(see [evaluation.md](evaluation.md)).",
 }

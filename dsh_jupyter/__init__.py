@@ -13,7 +13,9 @@ it (docs/api.md, "Where names live"):
   kernel runtime;
 - ``dsh_jupyter.agent``, ``dsh_jupyter.mcp``, ``dsh_jupyter.widgets``,
   ``dsh_jupyter.evaluation``: the agent loop, MCP, notebook widgets, the evaluation;
-- ``dsh_jupyter.json_value``: ``JsonValue``, ``snapshot_json``.
+- ``dsh_jupyter.json_value``: ``JsonValue``, ``snapshot_json``;
+- ``dsh_jupyter.sessions``: a session log exported to a notebook (``export_notebook``
+  is here too).
 
 A name that 0.1.0 exported here still resolves, with a ``DeprecationWarning`` naming its
 new home.
@@ -52,6 +54,7 @@ from .registry import (
     define_tool,
     enforce_timeouts,
 )
+from .sessions import export_notebook
 
 __all__ = [
     "AbortController",
@@ -78,6 +81,7 @@ __all__ = [
     "default_render",
     "define_tool",
     "enforce_timeouts",
+    "export_notebook",
     "read_session",
 ]
 

@@ -5,6 +5,7 @@
     dsh-jupyter sdk --tools MODULE:ATTR [--scope NAME]     # ATTR may be an async context manager
     dsh-jupyter serve-mcp --tools MODULE:ATTR [--mode native|code|both] [--http HOST:PORT]
     dsh-jupyter eval [--modes MODE ...] [-p NAME VALUE] [--param-file FILE] [-o DIR]
+    dsh-jupyter export SESSION.jsonl -o NOTEBOOK.ipynb [--tools MODULE:ATTR] [--no-values]
 """
 
 from __future__ import annotations
@@ -24,6 +25,8 @@ from .evaluation.command import run_command as run_eval
 from .events import SessionEvent
 from .registry import AgentScope, ToolCall, ToolRegistry
 from .registry.results import ToolResult
+from .sessions.command import add_arguments as add_export_arguments
+from .sessions.command import run_command as run_export
 
 DEMO_PROGRAM = '''\
 # A program a model might write: find the Python files, read them in parallel,
@@ -70,9 +73,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     serve.add_argument("--name", default="dsh-jupyter", help="the server name clients see")
     evaluate = commands.add_parser("eval", help="run the evaluation notebook through papermill")
     add_eval_arguments(evaluate)
+    export = commands.add_parser("export", help="export a session log to a runnable notebook")
+    add_export_arguments(export)
     options = parser.parse_args(argv)
     if options.command == "eval":
         return run_eval(options)
+    if options.command == "export":
+        return run_export(options)
     if options.command == "demo":
         from .demo.tools import sample_registry
 

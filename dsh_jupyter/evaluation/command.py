@@ -16,10 +16,11 @@ one parameter object or a list of them (JSON, or YAML for ``.yaml``/``.yml``); a
 set's own values override the flags. One set writes into the output directory
 itself; several write into a folder each, named by the set's ``label`` (else
 ``run-<n>``), plus ``runs.json`` listing them. Each folder holds the executed
-``evaluation.ipynb``, ``results.jsonl``, ``summary.json``, ``matrix.png`` and
-``plot.png``. The exit status is 0 when every notebook ran (and, with
-``--require-success``, every run succeeded; with ``--min-success RATE``, every
-cell's success rate is at least RATE), 1 when one did not, and 2 for bad usage.
+``evaluation.ipynb``, ``results.jsonl``, ``summary.json``, ``matrix.png``,
+``plot.png`` and ``sessions/`` (each run's events, for ``dsh-jupyter export``). The
+exit status is 0 when every notebook ran (and, with ``--require-success``, every run
+succeeded; with ``--min-success RATE``, every cell's success rate is at least RATE), 1
+when one did not, and 2 for bad usage.
 papermill is imported only when a run starts.
 """
 
@@ -41,6 +42,7 @@ from .tasks import DEFAULT_TASK_SET, MODES, SHIPPED_SETS
 NOTEBOOK_NAME = "evaluation.ipynb"
 DEFAULT_OUTPUT = Path("evaluation-results")
 RUNS_FILE = "runs.json"
+SESSIONS_DIR = "sessions"  # where the notebook keeps each run's session log
 _RESERVED = ("output_dir",)
 
 
@@ -263,6 +265,8 @@ def run_notebook(papermill: Any, notebook: Path, parameters: Mapping[str, JsonVa
     directory.mkdir(parents=True, exist_ok=True)
     for stale in (RESULTS_FILE, SUMMARY_FILE):
         (directory / stale).unlink(missing_ok=True)
+    for log in (directory / SESSIONS_DIR).rglob("*.jsonl"):
+        log.unlink()
     error: str | None = None
     try:
         papermill.execute_notebook(

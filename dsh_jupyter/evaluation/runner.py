@@ -31,7 +31,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal, Protocol, TypeAlias
+from typing import IO, Literal, Protocol, TypeAlias
 
 from ..agent import (
     AnthropicChatModel,
@@ -44,7 +44,7 @@ from ..agent import (
     run_agent,
 )
 from ..agent.accounting import estimate_tokens
-from ..events import SessionEvent
+from ..events import JsonlSessionWriter, SessionEvent
 from ..json_value import JsonValue
 from ..runtime import CodeRuntime
 from .checks import run_checks
@@ -77,7 +77,8 @@ def scripted_model(task: Task, mode: Mode, repeat: int = 0) -> ChatModel:
 async def run_task(task: Task, mode: Mode, *, world: WorldData, model: ChatModel,
                    runtime: CodeRuntime | None = None, max_steps: int = DEFAULT_MAX_STEPS,
                    record_dir: Path | None = None, tools: ToolWorld = world_registry,
-                   repeat: int = 0, model_label: str | None = None) -> TaskRecord:
+                   repeat: int = 0, model_label: str | None = None,
+                   session_file: Path | None = None) -> TaskRecord:
     """Run ``task`` once in ``mode`` against a fresh copy of ``world`` and check it.
 
     ``tools`` builds the registry over that copy (the task set's tool world);
@@ -85,7 +86,9 @@ async def run_task(task: Task, mode: Mode, *, world: WorldData, model: ChatModel
     ``record_dir`` keeps the model's responses as ``<task>.<mode>.json`` (with
     ``.<repeat>`` from the second repeat on), a script
     :class:`~dsh_jupyter.agent.ScriptedModel` replays. ``model_label`` names the
-    model in the record (default: ``model.name``).
+    model in the record (default: ``model.name``). ``session_file`` keeps the run's
+    events as a JSON Lines session log (replaced if it exists), which ``dsh-jupyter
+    export`` turns into a notebook.
     """
     before = World.fresh(world)
     after = before.copy()
@@ -93,12 +96,13 @@ async def run_task(task: Task, mode: Mode, *, world: WorldData, model: ChatModel
     registry.mode = mode
     registry.code_runtime = runtime
     errors = _ToolErrorCounter()
-    undo = registry.on_event(errors)
-    try:
+    with contextlib.ExitStack() as stack:
+        stack.callback(registry.on_event(errors))
+        if session_file is not None:
+            log = stack.enter_context(await asyncio.to_thread(_open_log, session_file))
+            stack.callback(registry.on_event(JsonlSessionWriter(log)))
         result = await run_agent(registry, model, task.prompt, max_steps=max_steps,
                                  run_id=f"{task.id}.{mode}.{repeat}")
-    finally:
-        undo()
     if record_dir is not None:
         suffix = f".{repeat}" if repeat else ""
         await asyncio.to_thread(_record, result.responses,
@@ -157,6 +161,7 @@ async def run_evaluation(task_set: TaskSet, *,
                          runtime: RuntimeChoice | CodeRuntime = "kernel", pool_size: int = 1,
                          max_steps: int = DEFAULT_MAX_STEPS, label: str = "",
                          record_dir: str | Path | None = None,
+                         session_dir: str | Path | None = None,
                          on_record: Callable[[TaskRecord], None] | None = None,
                          model: ModelSpec | None = None) -> Evaluation:
     """Run every task of ``task_set`` ``repeats`` times for every model of
@@ -169,7 +174,10 @@ async def run_evaluation(task_set: TaskSet, *,
     ahead) for the whole evaluation and closes it before returning;
     ``"in-process"`` runs programs in this process (no sandbox: for tests); a
     :class:`~dsh_jupyter.runtime.CodeRuntime` is used as given (the caller owns
-    it). ``on_record`` sees each record as it is made.
+    it). ``on_record`` sees each record as it is made. ``session_dir`` keeps each run's
+    events as ``<task>.<mode>.<repeat>.jsonl`` there (in a folder per model when there
+    are several, as ``record_dir``): ``dsh-jupyter export`` makes one a notebook, with
+    ``--tools dsh_jupyter.evaluation.fresh:office`` (or ``:shop``) to re-run it.
     """
     chosen = _check_modes(modes)
     if repeats < 1:
@@ -195,16 +203,15 @@ async def run_evaluation(task_set: TaskSet, *,
             for row in rows:
                 for mode in chosen:
                     for repeat in range(repeats):
-                        folder = None
-                        if record_dir is not None:
-                            folder = Path(record_dir)
-                            if len(rows) > 1:  # a folder per model: openai_gpt-4o
-                                folder = folder / re.sub(r"[^\w.-]", "_", row.label)
+                        folder = _model_folder(record_dir, row, several=len(rows) > 1)
+                        sessions = _model_folder(session_dir, row, several=len(rows) > 1)
                         record = await run_task(
                             task, mode, world=task_set.world,
                             model=row.make(task, mode, repeat), runtime=code_runtime,
                             max_steps=max_steps, record_dir=folder, tools=task_set.tools,
-                            repeat=repeat, model_label=row.label)
+                            repeat=repeat, model_label=row.label,
+                            session_file=None if sessions is None
+                            else sessions / f"{task.id}.{mode}.{repeat}.jsonl")
                         records.append(record)
                         if on_record is not None:
                             on_record(record)
@@ -225,6 +232,13 @@ def progress_line(record: TaskRecord) -> str:
         why = record.error or "; ".join(c.detail for c in record.checks if not c.passed)
         line += f"  ({why})"
     return line
+
+
+def _model_folder(root: str | Path | None, row: _Model, *, several: bool) -> Path | None:
+    """``root``, or with several models its folder for ``row`` (``openai_gpt-4o``)."""
+    if root is None:
+        return None
+    return Path(root) / re.sub(r"[^\w.-]", "_", row.label) if several else Path(root)
 
 
 def _check_modes(modes: Mode | Sequence[Mode]) -> tuple[Mode, ...]:
@@ -286,6 +300,12 @@ async def _open_runtime(runtime: RuntimeChoice | CodeRuntime, pool_size: int,
         raise ValueError(f"runtime must be 'kernel', 'in-process' or a CodeRuntime, "
                          f"not {runtime!r}")
     return runtime
+
+
+def _open_log(path: Path) -> IO[str]:
+    """A session log to write from the start (a rerun replaces, never appends)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    return open(path, "w", encoding="utf-8")  # the caller closes it
 
 
 def _record(responses: Sequence[ModelResponse], path: Path) -> None:

@@ -58,6 +58,11 @@ def test_dsh_jupyter_eval_runs_the_notebook(tmp_path: Path,
     assert sum("image/png" in o.get("data", {}) for o in outputs) == 2
     assert (out / "plot.png").read_bytes()[:4] == b"\x89PNG"
     assert (out / "matrix.png").read_bytes()[:4] == b"\x89PNG"
+    # Every run's session log, for dsh-jupyter export (tests/test_export.py runs one).
+    logs = sorted(p.name for p in (out / "sessions").iterdir())
+    assert logs == sorted(f"{r.task}.{r.mode}.0.jsonl" for r in records)
+    first = json.loads((out / "sessions" / logs[0]).read_text().splitlines()[0])
+    assert first["kind"] == "agent/run-start" and first["run_id"] == logs[0][:-len(".jsonl")]
 
 
 def test_several_parameter_sets_and_a_failing_one(tmp_path: Path,

@@ -1,0 +1,391 @@
+"""Export a session log to a notebook a person can read, edit and re-run.
+
+::
+
+    nb = export_notebook("session.jsonl", "session.ipynb",
+                         tools="dsh_jupyter.demo.tools:sample_registry")
+
+The cells, in order (docs/sessions.md shows one):
+
+- a title (the task, when and with which model the session was recorded);
+- the setup: ``%load_ext dsh_jupyter`` and where the registry comes from. With
+  ``tools="MODULE:ATTR"`` a cell that opens it as ``dsh-jupyter run --tools`` does
+  (:func:`~dsh_jupyter.sessions.open_session_registry`); without, a cell that raises
+  and says what to fill in: a notebook that cannot know its tools fails at the top, on
+  purpose, instead of at its first program;
+- per model turn a markdown cell: what the model wrote, its native calls as a table
+  (tool, arguments, outcome, approval), and approvals its programs' calls asked for;
+- per ``run_code`` program a ``%%run_code --description ...`` cell holding the exact
+  program, its recorded card as the cell's output (``text/plain``, which holds no time
+  and no id, and ``text/html``). A failed program's cell needs no ``raises-exception``
+  tag: ``%%run_code`` reports a failure as the cell's value, it does not raise;
+- a line per run end, and with ``tools`` a last cell that closes what the setup opened.
+
+The same log gives the same bytes (cell ids are numbered, nothing reads the clock).
+``values=False`` leaves out what calls carried (native arguments and results, approval
+notes) and the recorded outputs; programs stay, they are the point. Values are never
+added: the notebook shows at most what the log already held.
+"""
+
+from __future__ import annotations
+
+import datetime
+import importlib
+import os
+import re
+import shlex
+from collections.abc import Iterable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, cast
+
+from ..events import SessionEvent, read_session
+from .turns import (
+    Approval,
+    NativeCall,
+    Program,
+    Run,
+    RunEnd,
+    Session,
+    Turn,
+    compact_json,
+    read_turns,
+)
+
+if TYPE_CHECKING:
+    import nbformat
+
+__all__ = ["EXPORT_FORMAT", "export_notebook", "load_events"]
+
+EXPORT_FORMAT = "dsh-jupyter-export/1"
+CLIP = 60
+_SPEC = re.compile(r"[A-Za-z_][\w.]*:[A-Za-z_][\w.]*")
+_DENIED = ("DENIED", "BLOCKED")
+_KERNELSPEC = {"name": "python3", "display_name": "Python 3 (ipykernel)", "language": "python"}
+
+
+def export_notebook(events: Iterable[SessionEvent] | str | os.PathLike[str],
+                    path: str | os.PathLike[str] | None, *, tools: str | None = None,
+                    values: bool = True) -> nbformat.NotebookNode:
+    """The session ``events`` as a validated notebook, written to ``path`` unless ``None``.
+
+    ``events`` are the events themselves or a JSON Lines log's path.
+    ``tools`` is ``MODULE:ATTR`` naming the registry to re-run the programs against (a
+    registry, a function returning one, or an async context manager yielding one);
+    without it the setup cell says what to fill in. ``values=False`` leaves out argument
+    and result values and recorded outputs. Raises ``ValueError`` for a log that is not
+    a session (empty, not JSON Lines, no dsh-jupyter events) or a malformed ``tools``.
+    """
+    nbf = _nbformat()
+    if tools is not None and not _SPEC.fullmatch(tools):
+        raise ValueError(f"tools must be MODULE:ATTR (e.g. mypackage.tools:registry), "
+                         f"got {tools!r}")
+    source: str | None = None
+    if isinstance(events, str | os.PathLike):
+        source = os.fspath(events)
+        events = load_events(source)
+    session = read_turns(events)
+    if session.events == 0:
+        raise ValueError("no events to export: the session is empty")
+    cells = _Cells(values=values)
+    cells.markdown(_title(session, source, values))
+    cells.setup(tools, _recorded_mode(session))
+    several = len(session.runs) > 1
+    for item in session.items:
+        if isinstance(item, Run):
+            if several:
+                cells.markdown(f"## Run `{item.start['run_id']}`: "
+                               f"{_one_line(item.start['task'], 80)}")
+        elif isinstance(item, RunEnd):
+            cells.markdown(_run_end(item))
+        else:
+            cells.turn(item)
+    if tools is not None:
+        cells.code("await resources.aclose()  # stop the kernels and tools the setup opened",
+                   tag="dsh-teardown")
+    nb = nbf.v4.new_notebook(cells=cells.cells, metadata={
+        "kernelspec": dict(_KERNELSPEC),
+        "language_info": {"name": "python"},
+        "dsh_jupyter": {"format": EXPORT_FORMAT, "source": source, "tools": tools,
+                        "values": values, "runs": [r["run_id"] for r in session.runs],
+                        "programs": len(session.programs)}})
+    _number_code_cells(nb.cells)
+    nbf.validate(nb)
+    if path is not None:
+        nbf.write(nb, os.fspath(path))
+    return cast("nbformat.NotebookNode", nb)
+
+
+def load_events(path: str | os.PathLike[str]) -> list[SessionEvent]:
+    """The events of a JSON Lines session log, or ``ValueError`` saying why it is none."""
+    where = Path(path)
+    if where.is_dir():
+        raise ValueError(f"{where} is a directory, not a session log (.jsonl)")
+    try:
+        lines = [line for line in where.read_text(encoding="utf-8").splitlines()
+                 if line.strip()]
+    except FileNotFoundError:
+        raise ValueError(f"no session log at {where}") from None
+    except UnicodeDecodeError:
+        raise ValueError(f"{where} is not a session log: not UTF-8 text") from None
+    if not lines:
+        raise ValueError(f"{where} is empty: a session log has one JSON event per line")
+    found = read_session(where)  # raises ValueError naming a line that is not JSON
+    if not found:
+        raise ValueError(f"{where} is not a session log: none of its {len(lines)} lines is a "
+                         "dsh-jupyter event (JsonlSessionWriter writes them)")
+    return found
+
+
+class _Cells:
+    """The cells so far, numbered for stable ids."""
+
+    def __init__(self, *, values: bool) -> None:
+        self.values = values
+        self.cells: list[Any] = []
+
+    def _add(self, cell: Any, tag: str | None) -> Any:
+        cell.id = f"c{len(self.cells) + 1:03d}"
+        if tag is not None:
+            cell.metadata["tags"] = [tag]
+        self.cells.append(cell)
+        return cell
+
+    def markdown(self, text: str, tag: str | None = None) -> None:
+        self._add(_nbformat().v4.new_markdown_cell(text), tag)
+
+    def code(self, text: str, tag: str | None = None, outputs: list[Any] | None = None,
+             metadata: dict[str, Any] | None = None) -> None:
+        cell = self._add(_nbformat().v4.new_code_cell(text, outputs=outputs or []), tag)
+        if metadata:
+            cell.metadata["dsh_jupyter"] = metadata
+
+    def setup(self, tools: str | None, mode: str) -> None:
+        if tools is None:
+            self.markdown(_PLACEHOLDER_NOTE)
+            self.code(_PLACEHOLDER_CODE, tag="dsh-setup")
+            return
+        self.markdown(f"## Setup\n\nThe tools come from `{tools}`, opened as `dsh-jupyter run "
+                      f"--tools` opens them, in `{mode}` mode if the registry offers no "
+                      "`run_code`, with a fresh `KernelRuntime` if it has no code runtime. "
+                      "Each program below runs again in a fresh kernel against them.")
+        self.code("%load_ext dsh_jupyter\n"
+                  "from contextlib import AsyncExitStack\n\n"
+                  "from dsh_jupyter.sessions import open_session_registry\n\n"
+                  "resources = AsyncExitStack()\n"
+                  f"registry = await resources.enter_async_context(\n"
+                  f"    open_session_registry({tools!r}, mode={mode!r}))", tag="dsh-setup")
+
+    def turn(self, turn: Turn) -> None:
+        self.markdown(_turn_markdown(turn, values=self.values))
+        for program in turn.programs:
+            if program.code is not None:
+                self.program(program)
+
+    def program(self, program: Program) -> None:
+        line = f"%%run_code --description {shlex.quote(_one_line(program.description))}"
+        if program.scope is not None:
+            line += f" --scope {shlex.quote(program.scope)}"
+        outputs = []
+        if self.values and program.result is not None:
+            outputs.append(_nbformat().v4.new_output(
+                "execute_result", data=_card_bundle(program), execution_count=None))
+        outcome = _outcome(program.result, [])  # a program's approvals are its sub-calls'
+        self.code(f"{line}\n{program.code}", outputs=outputs,
+                  metadata={"call_id": program.call_id, "outcome": outcome})
+
+
+def _number_code_cells(cells: list[Any]) -> None:
+    """Execution counts as if run top to bottom: nbval rejects a cell with outputs that
+    says it never ran, and the recorded outputs are what running it gave."""
+    code = [cell for cell in cells if cell.cell_type == "code"]
+    for number, cell in enumerate(code, start=1):
+        cell.execution_count = number
+        for output in cell.outputs:
+            if output.output_type == "execute_result":
+                output.execution_count = number
+
+
+def _nbformat() -> Any:
+    """nbformat, imported when a notebook is made (it is untyped; so is this)."""
+    return importlib.import_module("nbformat")
+
+
+def _card_bundle(program: Program) -> dict[str, str]:
+    """The program's card replayed from its events: what ``%%run_code`` shows."""
+    from ..widgets import replay
+
+    bundle = replay(program.events)._repr_mimebundle_(include=("text/plain", "text/html"))
+    return {"text/plain": bundle["text/plain"], "text/html": bundle["text/html"]}
+
+
+def _title(session: Session, source: str | None, values: bool) -> str:
+    runs = session.runs
+    first = runs[0] if runs else None
+    if first is not None and len(runs) == 1:
+        heading = f"# Session: {_one_line(first['task'], 80)}"
+    else:
+        heading = "# Session" + (f" of {len(runs)} runs" if runs else "")
+    facts = []
+    if session.first_time is not None:
+        when = datetime.datetime.fromtimestamp(session.first_time, datetime.UTC)
+        facts.append(f"recorded {when:%Y-%m-%d %H:%M} UTC")
+    models = sorted({r["model"] for r in runs})
+    modes = sorted({r["mode"] for r in runs})
+    if models:
+        facts.append("model " + ", ".join(f"`{m}`" for m in models))
+    if modes:
+        facts.append("mode " + ", ".join(f"`{m}`" for m in modes))
+    if source is not None:
+        facts.append(f"log `{Path(source).name}`")
+    turns = [i for i in session.items if isinstance(i, Turn)]
+    natives = sum(len(t.native) for t in turns)
+    lines = [heading, "", " · ".join(facts) + ("." if facts else "")]
+    if first is not None and len(runs) == 1:
+        lines += ["", "**Task:**", "", *(f"> {t}" for t in first["task"].splitlines())]
+    lines += ["", f"{_plural(sum(t.step is not None for t in turns), 'model turn')}, "
+                  f"{_plural(natives, 'native call')}, {_plural(len(session.programs), 'program')}"
+                  ". Each program is a `%%run_code` cell with its recorded card as output; "
+                  "run the notebook to run them again."]
+    if not values:
+        lines += ["", "*Exported without values (`--no-values`): tool arguments, results, "
+                      "approval notes and recorded outputs are left out; the programs and what "
+                      "the model wrote are kept.*"]
+    return "\n".join(lines)
+
+
+def _turn_markdown(turn: Turn, *, values: bool) -> str:
+    lines = [f"### Step {turn.step}" if turn.step is not None else "### Calls"]
+    if turn.text:
+        lines += ["", turn.text.strip()]
+    native: list[NativeCall | Program] = [*turn.native,
+                                          *(p for p in turn.programs if p.code is None)]
+    if native:
+        header = "| tool | arguments | outcome | result | approval |" if values \
+            else "| tool | arguments | outcome | approval |"
+        lines += ["", header, "|---" * header.count(" | ") + "|---|"]
+        for call in native:
+            name = call.name if isinstance(call, NativeCall) else "run_code"
+            cells = [f"`{name}`", _arguments(call.arguments, values),
+                     _outcome(call.result, call.approvals)]
+            if values:
+                cells.append(_result_text(call))
+            cells.append(_approvals(call.approvals, values, named=False))
+            lines.append("| " + " | ".join(cells) + " |")
+    programs = turn.programs
+    if programs and not turn.text and not native:
+        lines += ["", f"The model ran {_plural(len(programs), 'program')}."]
+    for program in programs:
+        asked = _approvals(program.approvals, values)
+        if asked:
+            lines += ["", f"Approvals in *{_escape(program.description)}*: {asked}"]
+    return "\n".join(lines)
+
+
+def _arguments(arguments: Any, values: bool) -> str:
+    if not values:
+        keys = ", ".join(arguments) if isinstance(arguments, dict) else "…"
+        return _code_span("{" + keys + "}")
+    return _code_span(_clip(compact_json(arguments)))
+
+
+def _result_text(call: NativeCall | Program) -> str:
+    result = call.result
+    if result is None:
+        return ""
+    error = result.get("error")
+    if error is not None:
+        return _escape(_clip(error["message"]))
+    text = "".join(str(part.get("text", "")) for part in result["content"]
+                   if part.get("type") == "text")
+    return _code_span(_clip(text)) if text else ""
+
+
+def _outcome(result: Any, approvals: list[Approval]) -> str:
+    if any(a.approved is False for a in approvals):
+        return "denied"
+    if result is None:
+        return "no result"
+    if not result["is_error"]:
+        return "ok"
+    code = (result.get("error") or {}).get("code")
+    if code in _DENIED:
+        return "denied"
+    return f"error {code}" if code else "error"
+
+
+def _approvals(approvals: list[Approval], values: bool, *, named: bool = True) -> str:
+    parts = []
+    for approval in approvals:
+        asked = f"asked ({approval.reason})" if approval.reason else "asked"
+        if approval.approved is None:
+            answer = "unanswered"
+        else:
+            answer = ("approved" if approval.approved else "denied") \
+                + (f" by {approval.answered_by}" if approval.answered_by else "")
+            if values and approval.note:
+                answer += f": {approval.note}"
+        parts.append(f"`{approval.tool}` {asked}, {answer}" if named else f"{asked}, {answer}")
+    return _escape("; ".join(parts))
+
+
+def _run_end(item: RunEnd) -> str:
+    end = item.end
+    text = (f"**Run ended:** {end['stop']} after {_plural(end['steps'], 'step')} "
+            f"({_plural(end['tool_calls'], 'tool call')}, "
+            f"{_plural(end['sub_calls'], 'sub-call')}).")
+    error = end.get("error")
+    if error is not None:
+        text += f" {error.get('code') or 'error'}: {_escape(_one_line(error['message']))}"
+    return text
+
+
+def _recorded_mode(session: Session) -> str:
+    """The mode to give a native registry: the session's, when it offered run_code."""
+    modes = [r["mode"] for r in session.runs if r["mode"] != "native"]
+    return modes[0] if modes else "code"
+
+
+def _one_line(text: str, limit: int = 200) -> str:
+    return _clip(" ".join(text.split()), limit)
+
+
+def _clip(text: str, limit: int = CLIP) -> str:
+    return text if len(text) <= limit else text[:limit - 1] + "…"
+
+
+def _escape(text: str) -> str:
+    """Text safe in a markdown table cell (one line, no column breaks)."""
+    return " ".join(text.split()).replace("|", "\\|")
+
+
+def _code_span(text: str) -> str:
+    text = _escape(text)
+    fence = "``" if "`" in text else "`"
+    pad = " " if fence == "``" else ""
+    return f"{fence}{pad}{text}{pad}{fence}"
+
+
+def _plural(n: int, word: str) -> str:
+    return f"{n} {word}" + ("" if n == 1 else "s")
+
+
+_PLACEHOLDER_NOTE = """\
+## Setup: name the tools
+
+This notebook was exported without `--tools`, so it does not know where the session's \
+tools come from. Replace the cell below with code that sets `registry` to them, for \
+example with `open_session_registry("mypackage.tools:registry")` (a registry, a function \
+returning one, or an async context manager yielding one), or export again with \
+`dsh-jupyter export SESSION.jsonl -o NOTEBOOK.ipynb --tools MODULE:ATTR`. Until then \
+running the notebook stops at that cell."""
+
+_PLACEHOLDER_CODE = """\
+%load_ext dsh_jupyter
+# Fill in where the session's tools come from, e.g.:
+#   from contextlib import AsyncExitStack
+#   from dsh_jupyter.sessions import open_session_registry
+#   resources = AsyncExitStack()
+#   registry = await resources.enter_async_context(
+#       open_session_registry("mypackage.tools:registry"))
+raise RuntimeError("this notebook does not name its tools: replace this cell with code that "
+                   "sets `registry`, or export with --tools MODULE:ATTR")"""
