@@ -44,6 +44,7 @@ from ..errors import CodeModeError
 from ..runtime import Bindings, CodeRunFailure, CodeRunResult, RunFact
 from . import fontcache
 from .config import KernelRuntimeConfig
+from .files import OutputCollector
 from .forkserver import ForkLauncher, fork_supported
 from .launch import KernelLauncher
 from .logs import OutputBudget
@@ -150,6 +151,11 @@ class KernelRuntime:
         facts = self._facts(pooled, time.monotonic() - asked)
         try:
             result = await session.run(program, bindings, signals, self._output_budget)
+            if self.config.gateway is None:  # the kernel is dead: its files hold still
+                collected = await asyncio.to_thread(
+                    OutputCollector(session.workspace.root, self.config.output_limits).collect)
+                result = dataclasses.replace(result, files=collected.files,
+                                             files_omitted=collected.omitted)
             return dataclasses.replace(result, facts=facts)
         finally:
             # The kernel was SIGKILLed before session.run returned; reaping it and removing

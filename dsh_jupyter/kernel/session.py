@@ -26,6 +26,7 @@ from .carrier import CarrierListener, SocketCarrier
 from .channels import HasChannels, KernelChannels
 from .config import KernelRuntimeConfig
 from .connection import KernelConnection
+from .files import prepare_work_directory
 from .inject import setup_cell
 from .launch import KernelLauncher, KernelProcess
 from .logs import OutputBudget
@@ -64,6 +65,8 @@ class KernelSession:
         connection: KernelChannels | None = None
         listener: CarrierListener | None = None
         try:
+            if config.gateway is None:  # a remote kernel's working directory is remote
+                await _prepare_files(workspace, config, launcher)
             try:
                 process = await launcher.start(workspace, workspace.environment(config))
             except Exception as error:
@@ -177,6 +180,16 @@ def _remove_reporting(workspace: Workspace) -> str | None:
     return detail
 
 
+async def _prepare_files(workspace: Workspace, config: KernelRuntimeConfig,
+                         launcher: KernelLauncher) -> None:
+    """``outputs/`` and the inputs in the working directory (see ``files``): bound by
+    confinement when the launcher confines kernels, else copied."""
+    copy = not getattr(launcher, "confines", False)
+    try:
+        await asyncio.to_thread(prepare_work_directory, workspace.cwd, config.input_paths,
+                                copy=copy)
+    except OSError as error:
+        raise KernelStartError(f"the run's inputs could not be placed: {error}") from error
 
 
 async def _unless_dead(work: asyncio.Future[None], process: KernelProcess) -> None:
