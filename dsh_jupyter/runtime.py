@@ -36,7 +36,8 @@ from .json_value import JsonValue
 
 __all__ = ["Binding", "BindingError", "Bindings", "CodeRunFailure", "CodeRunResult", "CodeRuntime",
            "Display", "FailureKind", "FunctionBindings", "HelperBindings", "OutputObserver",
-           "RunFact", "RunFile", "binding_helpers"]
+           "RunFact", "RunFile", "RuntimeInputs", "binding_helpers",
+           "input_names"]
 
 FailureKind = Literal[
     "exception", "timeout", "abort", "kernel-exit", "invalid-output", "output-limit",
@@ -218,6 +219,24 @@ class RunFile:
     def __repr__(self) -> str:  # not the bytes
         state = "collected" if self.data is not None else f"not collected: {self.not_collected}"
         return f"<RunFile {self.name!r} {self.size} bytes {self.mime_type} ({state})>"
+
+
+@runtime_checkable
+class RuntimeInputs(Protocol):
+    """Optional second face of a :class:`CodeRuntime`: read-only input files every run
+    sees under ``inputs/`` in its working directory (Code Mode tells the model)."""
+
+    @property
+    def input_names(self) -> tuple[str, ...]:
+        """Paths below ``inputs/``, a directory's ending in ``/``; ``()`` without inputs."""
+        ...
+
+
+def input_names(runtime: object) -> tuple[str, ...]:
+    """The inputs ``runtime`` declares (see :class:`RuntimeInputs`), else ``()``."""
+    if not isinstance(runtime, RuntimeInputs):
+        return ()
+    return tuple(str(name) for name in runtime.input_names)
 
 
 @runtime_checkable

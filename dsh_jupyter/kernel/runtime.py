@@ -84,6 +84,13 @@ class KernelRuntime:
         return "kernel"
 
     @property
+    def input_names(self) -> tuple[str, ...]:
+        """The configured inputs as the program finds them below ``inputs/`` (a
+        directory's name ends in ``/``); see :class:`~dsh_jupyter.runtime.RuntimeInputs`."""
+        return tuple(name + ("/" if path.is_dir() else "")
+                     for name, path in self.config.input_paths.items())
+
+    @property
     def confined(self) -> bool:
         """Whether this runtime's kernels run confined (known once entered)."""
         return self._confinement is not None
