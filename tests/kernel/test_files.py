@@ -4,6 +4,7 @@ links, FIFOs), confined and unconfined."""
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import warnings
 from pathlib import Path
@@ -12,6 +13,7 @@ import pytest
 from kernel_support import RuntimeFactory, run
 
 from dsh_jupyter.kernel import KernelRuntime, KernelRuntimeConfig
+from dsh_jupyter.kernel.files import MAX_DEPTH, MAX_LISTED_SKIPPED, OutputCollector
 from dsh_jupyter.kernel.sandbox import confinement_problem
 
 pytestmark = pytest.mark.timeout(60)
@@ -190,3 +192,34 @@ def test_input_names_are_checked(tmp_path: Path) -> None:
         KernelRuntimeConfig(inputs={"a": tmp_path, "a/t.csv": table})
     with pytest.raises(ValueError, match="max_output_files"):
         KernelRuntimeConfig(max_output_files=-1)
+
+
+def test_a_collector_returns_only_files_new_or_changed_since_its_last_collection(
+        tmp_path: Path) -> None:
+    """What a kernel kept across runs needs: collect after each run, get that run's files."""
+    outputs = tmp_path / "work" / "outputs"
+    outputs.mkdir(parents=True)
+    collector = OutputCollector(tmp_path, KernelRuntimeConfig().output_limits)
+    (outputs / "a.txt").write_text("one")
+    assert [f.name for f in collector.collect().files] == ["a.txt"]
+    assert collector.collect().files == ()
+    (outputs / "b.txt").write_text("two")
+    (outputs / "a.txt").write_text("one, longer")
+    assert [(f.name, f.data) for f in collector.collect().files] == [
+        ("a.txt", b"one, longer"), ("b.txt", b"two")]
+
+
+def test_a_collection_is_bounded(tmp_path: Path) -> None:
+    outputs = tmp_path / "work" / "outputs"
+    deep = outputs.joinpath(*["d"] * (MAX_DEPTH + 1))
+    deep.mkdir(parents=True)
+    (deep / "x").write_text("x")
+    for i in range(MAX_LISTED_SKIPPED + 30):
+        (outputs / f"f{i:04}").write_text("y")
+    collected = OutputCollector(tmp_path, dataclasses.replace(
+        KernelRuntimeConfig().output_limits, max_files=5)).collect()
+    assert sum(f.collected for f in collected.files) == 5
+    assert len(collected.files) == 5 + MAX_LISTED_SKIPPED
+    entries = MAX_LISTED_SKIPPED + 30 + 1  # the files and the too-deep directory
+    assert collected.omitted == entries - 5 - MAX_LISTED_SKIPPED  # counted, not listed
+    assert collected.files[0].not_collected == f"deeper than {MAX_DEPTH} directories"
