@@ -14,6 +14,7 @@ from ..json_value import JsonValue, NotJsonError, snapshot_json
 from .files import OutputLimits, check_inputs
 from .gateway_config import GatewayConfig
 from .protocol import MAX_MESSAGE_BYTES
+from .remote_files import remote_input_entries
 from .sandbox import SandboxConfig, SandboxSetting, resolve_sandbox
 
 MiB = 1024 * 1024
@@ -91,7 +92,8 @@ class KernelRuntimeConfig:
     - ``inputs``: ``{name: host path}`` of files or directories every run sees
       read-only at ``inputs/<name>`` in its working directory (bind-mounted when
       confined, copied with write bits cleared when not). Names are relative
-      paths; each path must exist. Local kernels only, for now.
+      paths; each path must exist. Remote kernels get them through the kernel
+      connection (at most 1 MiB together, see :mod:`~.remote_files`).
     - ``max_output_file_bytes`` / ``max_output_files`` / ``max_output_total_bytes``:
       what is collected of the files a program writes under ``outputs/``
       (:attr:`~dsh_jupyter.runtime.CodeRunResult.files`): a file over a cap is
@@ -198,6 +200,7 @@ class KernelRuntimeConfig:
         object.__setattr__(self, "extra_env", MappingProxyType(extra))
         if self.gateway is not None:
             self._check_remote_options()
+            remote_input_entries(self.input_paths)  # ValueError over the remote cap
         _check_sandbox(self)
 
     @property
@@ -250,9 +253,6 @@ class KernelRuntimeConfig:
                              "side (e.g. the kernel pod's resources)"),
             "open_files": (self.open_files is not None,
                            "a local rlimit: limit it on the gateway side"),
-            "inputs": (bool(self.inputs),
-                       "inputs are mounted or copied into local kernels only: read them "
-                       "through a tool, or put them on the gateway's kernel image"),
         }
         for name, (conflicts, why) in local_only.items():
             if conflicts:

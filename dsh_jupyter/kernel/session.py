@@ -31,6 +31,7 @@ from .inject import setup_cell
 from .launch import KernelLauncher, KernelProcess
 from .logs import OutputBudget
 from .protocol import TARGET_NAME
+from .remote_files import prepare_remote
 from .watch import RunWatch
 from .wire import one_line
 from .workspace import Workspace, create_workspace
@@ -52,6 +53,8 @@ class KernelSession:
         self.comm_id: str | None = None
         self.carrier: SocketCarrier | None = None
         self.used = False
+        self.remote_workdir: str | None = None
+        """A remote kernel's private working directory (see ``remote_files``)."""
         self._closed = False
 
     @classmethod
@@ -85,6 +88,8 @@ class KernelSession:
             carrier = None if listener is None else (listener.path, listener.token)
             setup = setup_cell(carrier, preloaded=launcher.preloads_runtime)
             await session._prepare(setup, listener)
+            if config.gateway is not None:
+                session.remote_workdir = await _prepare_remote(session)
             return session
         except BaseException as error:
             if listener is not None:
@@ -190,6 +195,17 @@ async def _prepare_files(workspace: Workspace, config: KernelRuntimeConfig,
                                 copy=copy)
     except OSError as error:
         raise KernelStartError(f"the run's inputs could not be placed: {error}") from error
+
+
+async def _prepare_remote(session: KernelSession) -> str:
+    """A remote kernel's private working directory, holding its inputs."""
+    config = session.config
+    try:
+        return await prepare_remote(session.connection, config.input_paths,
+                                    config.startup_seconds)
+    except (RuntimeError, TimeoutError, ValueError) as error:
+        raise KernelStartError(f"the remote kernel's working directory could not be "
+                               f"prepared: {error}") from error
 
 
 async def _unless_dead(work: asyncio.Future[None], process: KernelProcess) -> None:
