@@ -14,6 +14,7 @@ import pytest
 
 from dsh_jupyter import ToolCall, ToolRegistry
 from dsh_jupyter.events import SessionEvent
+from dsh_jupyter.extension import RunCodeOutcome
 from dsh_jupyter.kernel import KernelRuntime, KernelRuntimeConfig
 from dsh_jupyter.registry.results import ToolSuccess
 from dsh_jupyter.registry.run_files import CARD_FILE_BYTES, FILES_HEADING
@@ -63,6 +64,9 @@ async def test_run_code_returns_files_to_the_user_not_the_model(tmp_path: Path) 
     attached = {file.name: file.data for file in result.attachments}
     assert attached == {"report.txt": b"total: 3\n<b>bold</b>\n",
                         "tables/big.bin": b"\0" * 200_000}
+    # %%run_code's outcome gives them by name.
+    outcome = RunCodeOutcome(result=result, program=PROGRAM, description="Write a report")
+    assert outcome.files == attached
     # The log keeps small files as base64 and text previews; big ones only listed.
     logged = next(e for e in events if e["kind"] == "tool/result")
     json.dumps(logged)  # JSON all the way
