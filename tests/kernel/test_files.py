@@ -42,10 +42,11 @@ async def _runtime(make_runtime: RuntimeFactory, sandbox: object,
         return await make_runtime(sandbox=sandbox, **options)
 
 
+@pytest.mark.parametrize("launcher", ["fork", "stock"])
 @pytest.mark.parametrize("sandbox", SANDBOXES)
 async def test_inputs_are_visible_and_read_only(make_runtime: RuntimeFactory, sandbox: object,
-                                                data: dict[str, Path]) -> None:
-    runtime = await _runtime(make_runtime, sandbox, inputs=data)
+                                                launcher: str, data: dict[str, Path]) -> None:
+    runtime = await _runtime(make_runtime, sandbox, inputs=data, launcher=launcher)
     result = await run(runtime, """
 import os, errno
 print(open('inputs/data.csv').read().splitlines()[1])
