@@ -80,6 +80,13 @@ class RunCodeOutcome:
         logs = self.result.value.get("logs")
         return [str(line) for line in logs] if isinstance(logs, list) else []
 
+    @property
+    def files(self) -> dict[str, bytes]:
+        """The files the program wrote under ``outputs/`` that were collected, by name
+        (``{"tables/a.csv": b"..."}``; see ``docs/run-files.md``). Empty for a failed run."""
+        attachments = getattr(self.result, "attachments", ())
+        return {file.name: file.data for file in attachments if file.data is not None}
+
     def __repr__(self) -> str:
         status = "failed" if self.result.is_error else "ok"
         return f"<run_code {status}: {self.description}>\n{self.result.text}"

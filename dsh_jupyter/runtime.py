@@ -36,7 +36,8 @@ from .json_value import JsonValue
 
 __all__ = ["Binding", "BindingError", "Bindings", "CodeRunFailure", "CodeRunResult", "CodeRuntime",
            "Display", "FailureKind", "FunctionBindings", "HelperBindings", "OutputObserver",
-           "RunFact", "binding_helpers"]
+           "RunFact", "RunFile", "RuntimeInputs", "binding_helpers",
+           "input_names"]
 
 FailureKind = Literal[
     "exception", "timeout", "abort", "kernel-exit", "invalid-output", "output-limit",
@@ -183,6 +184,11 @@ class CodeRunResult:
     (over the budget, the last is a note saying later ones are not shown)."""
     displays_dropped: int = 0
     """How many displays were not kept because the run passed its display budget."""
+    files: tuple[RunFile, ...] = ()
+    """Files the program wrote under ``outputs/`` in its working directory, in name order:
+    collected (with their bytes) or listed with why not (see :class:`RunFile`)."""
+    files_omitted: int = 0
+    """Files not even listed (a program that wrote thousands; see ``kernel.files``)."""
     facts: Mapping[str, RunFact] = field(default_factory=dict)
     """How the runtime ran the program, for traces and diagnostics (never shown to the
     model); Code Mode records them on the run's span as ``dsh.<key>``. ``KernelRuntime``
@@ -190,6 +196,47 @@ class CodeRunResult:
     ``kernel.launcher`` (``"fork"``, ``"stock"``, ``"gateway"``), ``kernel.confined``,
     ``kernel.wait_ms`` (from asking for a kernel to having it) and its budgets
     (``budget.wall_seconds``, ``budget.compute_seconds``, ``budget.max_output_bytes``)."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RunFile:
+    """A file a program wrote under ``outputs/`` (see ``dsh_jupyter.kernel.files``).
+    ``name`` is its path below ``outputs/`` (``"plot.png"``, ``"tables/a.csv"``);
+    ``mime_type`` is guessed from the name, never from the bytes. ``data`` holds its
+    bytes when it was collected; otherwise ``data`` is ``None`` and ``not_collected``
+    says why (over a cap, a symbolic link, ...) and ``size`` is what the listing said."""
+
+    name: str
+    size: int
+    mime_type: str
+    data: bytes | None = field(default=None, repr=False)
+    not_collected: str | None = None
+
+    @property
+    def collected(self) -> bool:
+        return self.data is not None
+
+    def __repr__(self) -> str:  # not the bytes
+        state = "collected" if self.data is not None else f"not collected: {self.not_collected}"
+        return f"<RunFile {self.name!r} {self.size} bytes {self.mime_type} ({state})>"
+
+
+@runtime_checkable
+class RuntimeInputs(Protocol):
+    """Optional second face of a :class:`CodeRuntime`: read-only input files every run
+    sees under ``inputs/`` in its working directory (Code Mode tells the model)."""
+
+    @property
+    def input_names(self) -> tuple[str, ...]:
+        """Paths below ``inputs/``, a directory's ending in ``/``; ``()`` without inputs."""
+        ...
+
+
+def input_names(runtime: object) -> tuple[str, ...]:
+    """The inputs ``runtime`` declares (see :class:`RuntimeInputs`), else ``()``."""
+    if not isinstance(runtime, RuntimeInputs):
+        return ()
+    return tuple(str(name) for name in runtime.input_names)
 
 
 @runtime_checkable

@@ -27,7 +27,8 @@ kernel's fate. A failure before the kernel runs is written to the plan's
 The plan (a JSON object built by ``confine.py`` on the host)::
 
     {"uid", "gid", "network": bool, "read_only": [PATH...], "workspace": PATH,
-     "tmp": PATH, "error_file": PATH}
+     "tmp": PATH, "error_file": PATH,
+     "inputs_dir": PATH | null, "inputs": [[HOST PATH, PATH IN inputs_dir], ...]}
 
 Run as ``python -I -S _confine.py --probe`` it tries the whole sequence once and
 prints ``ok`` or why it failed.
@@ -181,12 +182,24 @@ def _build_root(plan: dict[str, Any]) -> None:
         _expose("/oldroot" + path, path)
     _make_dev()
     _bind("/oldroot" + plan["workspace"], plan["workspace"], read_only=False)
+    _bind_inputs(plan)
     os.makedirs("/proc", exist_ok=True)
     _mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
     _mount(None, "/oldroot", None, MS_REC | MS_PRIVATE)
     _check(_libc.umount2(b"/oldroot", MNT_DETACH), "unmount the old root")
     os.rmdir("/oldroot")
     _mount(None, "/", None, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV)
+
+
+def _bind_inputs(plan: dict[str, Any]) -> None:
+    """The run's inputs, read-only: their directory first (the host made a mount point
+    for each, so nothing can be added next to them), then each input over its point."""
+    inputs_dir = plan.get("inputs_dir")
+    if not inputs_dir:
+        return
+    _bind(inputs_dir, inputs_dir, read_only=True)
+    for source, target in plan["inputs"]:
+        _bind("/oldroot" + source, target, read_only=True)
 
 
 def _pivot_root(new_root: str, put_old: str) -> None:

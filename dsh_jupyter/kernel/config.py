@@ -5,12 +5,16 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from os import PathLike
+from pathlib import Path
 from types import MappingProxyType
 from typing import Literal, cast
 
 from ..json_value import JsonValue, NotJsonError, snapshot_json
+from .files import OutputLimits, check_inputs
 from .gateway_config import GatewayConfig
 from .protocol import MAX_MESSAGE_BYTES
+from .remote_files import remote_input_entries
 from .sandbox import SandboxConfig, SandboxSetting, resolve_sandbox
 
 MiB = 1024 * 1024
@@ -83,6 +87,18 @@ class KernelRuntimeConfig:
       unix socket negotiated over the comm (falls back to the comm when the
       kernel cannot reach it).
 
+    Files (see :mod:`~.files` and ``docs/run-files.md``):
+
+    - ``inputs``: ``{name: host path}`` of files or directories every run sees
+      read-only at ``inputs/<name>`` in its working directory (bind-mounted when
+      confined, copied with write bits cleared when not). Names are relative
+      paths; each path must exist. Remote kernels get them through the kernel
+      connection (at most 1 MiB together, see :mod:`~.remote_files`).
+    - ``max_output_file_bytes`` / ``max_output_files`` / ``max_output_total_bytes``:
+      what is collected of the files a program writes under ``outputs/``
+      (:attr:`~dsh_jupyter.runtime.CodeRunResult.files`): a file over a cap is
+      listed with the reason, without its bytes.
+
     Hygiene: kernels see only the host variables named by ``env_allow`` plus
     ``extra_env``; HOME, IPYTHONDIR and TMPDIR point into a per-run temporary
     directory that is removed after the run.
@@ -115,6 +131,10 @@ class KernelRuntimeConfig:
     env_allow: tuple[str, ...] = DEFAULT_ENV_ALLOW
     extra_env: Mapping[str, str] = field(default_factory=dict)
     gateway: GatewayConfig | None = None
+    inputs: Mapping[str, str | PathLike[str]] = field(default_factory=dict)
+    max_output_file_bytes: int = 8 * MiB
+    max_output_files: int = 20
+    max_output_total_bytes: int = 32 * MiB
     sandbox: SandboxConfig | SandboxSetting | None = "auto"
 
     def __post_init__(self) -> None:
@@ -126,6 +146,9 @@ class KernelRuntimeConfig:
                      "max_call_bytes"):
             _require_count(name, getattr(self, name), minimum=1)
         _require_count("pool_size", self.pool_size, minimum=0)
+        for name in ("max_output_file_bytes", "max_output_files", "max_output_total_bytes"):
+            _require_count(name, getattr(self, name), minimum=0)  # 0: collect none
+        object.__setattr__(self, "inputs", check_inputs(self.inputs))
         _require_count("max_displays", self.max_displays, minimum=0)  # 0: displays off
         _require_count("max_display_bytes", self.max_display_bytes, minimum=0)
         _require_count("kernel_nice", self.kernel_nice, minimum=0)
@@ -177,6 +200,7 @@ class KernelRuntimeConfig:
         object.__setattr__(self, "extra_env", MappingProxyType(extra))
         if self.gateway is not None:
             self._check_remote_options()
+            remote_input_entries(self.input_paths)  # ValueError over the remote cap
         _check_sandbox(self)
 
     @property
@@ -186,6 +210,18 @@ class KernelRuntimeConfig:
             self.launcher == "auto" and self.kernel_name is None and self.provisioner is None
             and self.provisioner_config is None
         ))
+
+    @property
+    def output_limits(self) -> OutputLimits:
+        """The caps of collecting a run's ``outputs/``."""
+        return OutputLimits(max_file_bytes=self.max_output_file_bytes,
+                            max_files=self.max_output_files,
+                            max_total_bytes=self.max_output_total_bytes)
+
+    @property
+    def input_paths(self) -> Mapping[str, Path]:
+        """``inputs`` as checked: ``{name: absolute real path}``."""
+        return cast("Mapping[str, Path]", self.inputs)
 
     @property
     def confinement(self) -> SandboxConfig | None:

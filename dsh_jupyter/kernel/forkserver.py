@@ -250,12 +250,18 @@ class ForkLauncher:
                     self._runtime_dir, self._config.kernel_nice)
             return self._server
 
+    @property
+    def confines(self) -> bool:
+        """Whether its kernels are confined (inputs are bound, not copied)."""
+        return self._confinement is not None
+
     async def start(self, workspace: Workspace, env: dict[str, str]) -> ForkKernel:
         server = await self.server()
         info = ipc_connection_info(workspace)
         plan = None if self._confinement is None else confinement_plan(
             self._confinement, workspace=workspace.root, tmp=workspace.tmp,
-            error_file=workspace.confine_log)
+            error_file=workspace.confine_log, inputs=self._config.input_paths,
+            cwd=workspace.cwd)
         reply = await server.request(
             "spawn", connection=info, cwd=str(workspace.cwd), env=env, limits=self._limits,
             argv=list(KERNEL_ARGS), confine=plan,

@@ -44,6 +44,7 @@ from ..errors import CodeModeError
 from ..runtime import Bindings, CodeRunFailure, CodeRunResult, RunFact
 from . import fontcache
 from .config import KernelRuntimeConfig
+from .files import OutputCollector
 from .forkserver import ForkLauncher, fork_supported
 from .launch import KernelLauncher
 from .logs import OutputBudget
@@ -81,6 +82,13 @@ class KernelRuntime:
     @property
     def isolation(self) -> str:
         return "kernel"
+
+    @property
+    def input_names(self) -> tuple[str, ...]:
+        """The configured inputs as the program finds them below ``inputs/`` (a
+        directory's name ends in ``/``); see :class:`~dsh_jupyter.runtime.RuntimeInputs`."""
+        return tuple(name + ("/" if path.is_dir() else "")
+                     for name, path in self.config.input_paths.items())
 
     @property
     def confined(self) -> bool:
@@ -150,6 +158,11 @@ class KernelRuntime:
         facts = self._facts(pooled, time.monotonic() - asked)
         try:
             result = await session.run(program, bindings, signals, self._output_budget)
+            if self.config.gateway is None:  # the kernel is dead: its files hold still
+                collected = await asyncio.to_thread(
+                    OutputCollector(session.workspace.root, self.config.output_limits).collect)
+                result = dataclasses.replace(result, files=collected.files,
+                                             files_omitted=collected.omitted)
             return dataclasses.replace(result, facts=facts)
         finally:
             # The kernel was SIGKILLed before session.run returned; reaping it and removing

@@ -33,12 +33,13 @@ import os
 import shutil
 import subprocess
 import sys
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
 from ..errors import DshWarning
+from .files import INPUTS_DIR, input_mounts
 
 CONFINE_SCRIPT = Path(__file__).parent / "_confine.py"
 SYSTEM_PATHS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc")
@@ -140,10 +141,13 @@ def interpreter_paths(executable: str | None = None) -> tuple[str, ...]:
 
 
 def confinement_plan(sandbox: SandboxConfig, *, workspace: Path, tmp: Path,
-                     error_file: Path, command: Sequence[str] = ()) -> dict[str, Any]:
+                     error_file: Path, command: Sequence[str] = (),
+                     inputs: Mapping[str, Path] | None = None,
+                     cwd: Path | None = None) -> dict[str, Any]:
     """The plan ``_confine.enter`` carries out for one kernel (plain JSON). ``command``: a
     stock launch's kernel command; its interpreter and the files it names (a kernelspec's
-    script, say) are readable too. Without it, the host's own interpreter."""
+    script, say) are readable too. Without it, the host's own interpreter. ``inputs``
+    (with the kernel's ``cwd``): bound read-only under ``cwd/inputs`` (see ``files``)."""
     named = [arg for arg in command[1:] if os.path.isabs(arg) and os.path.isfile(arg)
              and not arg.startswith(str(workspace))]
     static = _readable(sandbox, command[0] if command else None)
@@ -152,6 +156,8 @@ def confinement_plan(sandbox: SandboxConfig, *, workspace: Path, tmp: Path,
         "read_only": _outermost((*static, *named)) if named else list(static),
         "workspace": str(workspace),
         "tmp": str(tmp), "error_file": str(error_file),
+        "inputs_dir": str(cwd / INPUTS_DIR) if inputs and cwd is not None else None,
+        "inputs": input_mounts(cwd, inputs) if inputs and cwd is not None else [],
     }
 
 

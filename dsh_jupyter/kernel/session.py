@@ -26,10 +26,12 @@ from .carrier import CarrierListener, SocketCarrier
 from .channels import HasChannels, KernelChannels
 from .config import KernelRuntimeConfig
 from .connection import KernelConnection
+from .files import prepare_work_directory
 from .inject import setup_cell
 from .launch import KernelLauncher, KernelProcess
 from .logs import OutputBudget
 from .protocol import TARGET_NAME
+from .remote_files import prepare_remote
 from .watch import RunWatch
 from .wire import one_line
 from .workspace import Workspace, create_workspace
@@ -51,6 +53,8 @@ class KernelSession:
         self.comm_id: str | None = None
         self.carrier: SocketCarrier | None = None
         self.used = False
+        self.remote_workdir: str | None = None
+        """A remote kernel's private working directory (see ``remote_files``)."""
         self._closed = False
 
     @classmethod
@@ -64,6 +68,8 @@ class KernelSession:
         connection: KernelChannels | None = None
         listener: CarrierListener | None = None
         try:
+            if config.gateway is None:  # a remote kernel's working directory is remote
+                await _prepare_files(workspace, config, launcher)
             try:
                 process = await launcher.start(workspace, workspace.environment(config))
             except Exception as error:
@@ -82,6 +88,8 @@ class KernelSession:
             carrier = None if listener is None else (listener.path, listener.token)
             setup = setup_cell(carrier, preloaded=launcher.preloads_runtime)
             await session._prepare(setup, listener)
+            if config.gateway is not None:
+                session.remote_workdir = await _prepare_remote(session)
             return session
         except BaseException as error:
             if listener is not None:
@@ -177,6 +185,27 @@ def _remove_reporting(workspace: Workspace) -> str | None:
     return detail
 
 
+async def _prepare_files(workspace: Workspace, config: KernelRuntimeConfig,
+                         launcher: KernelLauncher) -> None:
+    """``outputs/`` and the inputs in the working directory (see ``files``): bound by
+    confinement when the launcher confines kernels, else copied."""
+    copy = not getattr(launcher, "confines", False)
+    try:
+        await asyncio.to_thread(prepare_work_directory, workspace.cwd, config.input_paths,
+                                copy=copy)
+    except OSError as error:
+        raise KernelStartError(f"the run's inputs could not be placed: {error}") from error
+
+
+async def _prepare_remote(session: KernelSession) -> str:
+    """A remote kernel's private working directory, holding its inputs."""
+    config = session.config
+    try:
+        return await prepare_remote(session.connection, config.input_paths,
+                                    config.startup_seconds)
+    except (RuntimeError, TimeoutError, ValueError) as error:
+        raise KernelStartError(f"the remote kernel's working directory could not be "
+                               f"prepared: {error}") from error
 
 
 async def _unless_dead(work: asyncio.Future[None], process: KernelProcess) -> None:

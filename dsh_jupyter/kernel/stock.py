@@ -129,6 +129,7 @@ class _KeptKernelManager(AsyncKernelManager):
     keeper_args: tuple[str, ...] = ()
     confinement: SandboxConfig | None = None
     workspace: Workspace | None = None
+    inputs: Mapping[str, Path] | None = None
 
     def format_kernel_cmd(self, extra_arguments: list[str] | None = None) -> list[str]:
         command: list[str] = super().format_kernel_cmd(extra_arguments)
@@ -139,7 +140,8 @@ class _KeptKernelManager(AsyncKernelManager):
                 plan = confinement_plan(self.confinement, workspace=self.workspace.root,
                                         tmp=self.workspace.tmp,
                                         error_file=self.workspace.confine_log,
-                                        command=command)
+                                        command=command, inputs=self.inputs,
+                                        cwd=self.workspace.cwd)
                 confine = ["--confine", str(CONFINE_SCRIPT), json.dumps(plan)]
             return [sys.executable, "-I", "-S", "-c", keeper, *self.keeper_args, *confine,
                     "--", *command]
@@ -238,6 +240,11 @@ class StockLauncher:
             keeper_args += ["--cpu", str(sandbox.cpu_seconds)]
         self._keeper_args = tuple(keeper_args)
 
+    @property
+    def confines(self) -> bool:
+        """Whether its kernels are confined (inputs are bound, not copied)."""
+        return self._confinement is not None
+
     async def start(self, workspace: Workspace, env: dict[str, str]) -> StockKernel:
         # IPC sockets in the private workspace: no TCP port any local user could connect
         # to, and they work from a kernel's own network namespace. Other kernelspecs keep
@@ -254,6 +261,7 @@ class StockLauncher:
         manager.keeper_args = self._keeper_args
         manager.confinement = self._confinement
         manager.workspace = workspace
+        manager.inputs = self._config.input_paths
         try:
             await manager.start_kernel(
                 env=env, cwd=str(workspace.cwd),

@@ -53,10 +53,12 @@ from .carrier import MessageTooLarge, SocketCarrier
 from .channels import KernelChannels
 from .config import KernelRuntimeConfig
 from .displays import DisplayLog, SafeObserver
+from .files import Collected
 from .inject import program_cell
 from .launch import KernelProcess
 from .logs import OutputBudget, OutputLog
 from .protocol import DoneErrorMessage, DoneOkMessage, HostMessage
+from .remote_files import COLLECT_SECONDS, collect_remote
 from .wire import Incoming, one_line
 
 _log = logging.getLogger(__name__)
@@ -129,6 +131,7 @@ class RunWatch:
         self._dying = False
         self._carrier_closed = False
         self._iopub_seen = 0
+        self._files = Collected(())
 
     async def run(self, signals: Iterable[AbortSignal]) -> CodeRunResult:
         undos = [signal.add_listener(self._on_abort) for signal in signals]
@@ -153,14 +156,17 @@ class RunWatch:
         finally:
             for undo in undos:
                 undo()
-            await _quietly(self._teardown(tasks))
+            await _quietly(self._teardown(tasks, collect=self._outcome.done() and not
+                                          isinstance(self._outcome.result(),
+                                                     CodeRunFailure | _Idle)))
         try:
             result = self._result(outcome)
         finally:
             self._log.release()  # the result is the caller's now
             self._displays.release()
         return dataclasses.replace(result, displays=self._displays.displays,
-                                   displays_dropped=self._displays.dropped)
+                                   displays_dropped=self._displays.dropped,
+                                   files=self._files.files, files_omitted=self._files.omitted)
 
     def _too_large(self) -> str:
         return (f"the kernel sent a message larger than the "
@@ -349,12 +355,17 @@ class RunWatch:
             async with asyncio.timeout(self._config.interrupt_grace_seconds):
                 await self._cell_over.wait()
 
-    async def _teardown(self, tasks: list[asyncio.Task[None]]) -> None:
+    async def _teardown(self, tasks: list[asyncio.Task[None]], *, collect: bool = False) -> None:
         for task in tasks:
             task.cancel()
         for task in tasks:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await task
+        workdir = getattr(self._session, "remote_workdir", None)
+        if collect and isinstance(workdir, str):  # a remote kernel's files, before it goes
+            self._files = await collect_remote(
+                self._session.connection, workdir, self._config.output_limits,
+                min(COLLECT_SECONDS, self._config.wall_seconds))
         self._log.finish()  # the last partial lines reach an observer before it is closed
         self._bridge.stop("the run ended")
         await self._session.process.kill()

@@ -11,6 +11,11 @@ back too: the value gains ``images`` (at most :data:`RUN_CODE_MAX_IMAGES`, the f
 ones, each checked to be the image it claims; ``images_omitted`` counts the rest) and
 the content gains one image block per image after the text. Off, the value and the
 content are exactly as above.
+
+Files the program wrote under ``outputs/`` (``CodeRunResult.files``) add ``files``
+to the value and one line each to the content; their bytes go to the result's
+``attachments`` and, for small ones, the card (see :mod:`.run_files`). A run that
+wrote none has the value and content above, byte for byte.
 """
 
 from __future__ import annotations
@@ -31,6 +36,7 @@ from .definition import ToolDefinition, ToolOutput
 from .execution import ToolRunContext, TraceValue
 from .presentation import GenericCallView
 from .results import Content, ContentBlock
+from .run_files import FilesForMeta, card_entries, file_entries, file_lines
 from .schema import compile_schema
 from .scope import RESERVED_NAME
 
@@ -78,6 +84,16 @@ RUN_CODE_OUTPUT: JsonObject = cast(JsonObject, snapshot_json({
             "additionalProperties": False,
         }},
         "images_omitted": {"type": "integer"},
+        # Files the program wrote under outputs/ (only when it wrote some):
+        "files": {"type": "array", "items": {
+            "type": "object",
+            "properties": {"name": {"type": "string"}, "size": {"type": "integer"},
+                           "mime_type": {"type": "string"},
+                           "not_collected": {"type": "string"}},
+            "required": ["name", "size", "mime_type"],
+            "additionalProperties": False,
+        }},
+        "files_omitted": {"type": "integer"},
     },
     "required": ["logs"],
     "additionalProperties": False,
@@ -108,6 +124,7 @@ class RunCodeRendering:
         self._render = render
         self._lock = threading.Lock()
         self._kept: tuple[JsonValue, str] | None = None
+        self.files = FilesForMeta()
 
     def content(self, _args: JsonValue, value: JsonValue) -> Content:
         assert isinstance(value, dict)
@@ -122,6 +139,7 @@ class RunCodeRendering:
         if omitted:
             parts.append(f"({omitted} more image{'s' if omitted != 1 else ''} not attached: "
                          f"at most {RUN_CODE_MAX_IMAGES} per run)")
+        parts += file_lines(value)
         text = "\n".join(parts)
         if not text and images:
             text = (f"(run_code completed with no text output; {len(images)} "
@@ -139,6 +157,9 @@ class RunCodeRendering:
         if "result" in value:
             result = self._take(value)
             meta["result"] = result if result is not None else self._render(value["result"])
+        files = self.files.take(_args)
+        if files:
+            meta["files"] = card_entries(files)
         return meta
 
     def _take(self, value: JsonValue) -> str | None:
@@ -170,7 +191,7 @@ def run_code_definition(registry: RegistryView) -> ToolDefinition:
     """The transport tool, bound to ``registry`` (built once per registry)."""
 
     async def run_code(args: Any, ctx: ToolRunContext) -> JsonValue:
-        return await _run_program(registry, str(args["code"]), ctx)
+        return await _run_program(registry, str(args["code"]), ctx, rendering.files)
 
     def parse(args: JsonObject) -> JsonObject:
         description = args.get("description")
@@ -190,7 +211,8 @@ def run_code_definition(registry: RegistryView) -> ToolDefinition:
         output_validator=compile_schema(RUN_CODE_OUTPUT), present_call=present_run_code)
 
 
-async def _run_program(registry: RegistryView, program: str, ctx: ToolRunContext) -> JsonValue:
+async def _run_program(registry: RegistryView, program: str, ctx: ToolRunContext,
+                       files_for_meta: FilesForMeta) -> JsonValue:
     runtime = registry.code_runtime
     if runtime is None:
         raise CodeModeError("run_code needs a code runtime: `async with KernelRuntime() as "
@@ -228,6 +250,14 @@ async def _run_program(registry: RegistryView, program: str, ctx: ToolRunContext
             value["images"] = list(images[:RUN_CODE_MAX_IMAGES])
         if len(images) > RUN_CODE_MAX_IMAGES:
             value["images_omitted"] = len(images) - RUN_CODE_MAX_IMAGES
+    if result.files or result.files_omitted:
+        value["files"] = file_entries(result)
+        if result.files_omitted:
+            value["files_omitted"] = result.files_omitted
+        for file in result.files:
+            if file.data is not None:
+                ctx.attach(file)
+        files_for_meta.keep(ctx.arguments, result.files)
     return value
 
 

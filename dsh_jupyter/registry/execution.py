@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Literal, TypeAlias
 
 from ..abort import AbortSignal
 from ..json_value import JsonObject
+from ..runtime import RunFile
 from .results import AdditionalContext
 
 if TYPE_CHECKING:
@@ -81,16 +82,17 @@ class ToolRunContext(ToolExecution):
     _defer: Callable[[AdditionalContext], None] = field(repr=False, compare=False)
     _annotate: Callable[[Mapping[str, TraceValue]], None] | None = field(
         default=None, repr=False, compare=False)
+    _attach: Callable[[RunFile], None] | None = field(default=None, repr=False, compare=False)
 
     @classmethod
     def of(cls, execution: ToolExecution, signal: AbortSignal,
            defer: Callable[[AdditionalContext], None],
-           annotate: Callable[[Mapping[str, TraceValue]], None] | None = None
-           ) -> ToolRunContext:
+           annotate: Callable[[Mapping[str, TraceValue]], None] | None = None,
+           attach: Callable[[RunFile], None] | None = None) -> ToolRunContext:
         return cls(token=execution.token, call_id=execution.call_id, name=execution.name,
                    arguments=execution.arguments, signal=signal, agent=execution.agent,
                    parent=execution.parent, definition=execution.definition,
-                   execution=execution, _defer=defer, _annotate=annotate)
+                   execution=execution, _defer=defer, _annotate=annotate, _attach=attach)
 
     @property
     def traced(self) -> bool:
@@ -111,6 +113,13 @@ class ToolRunContext(ToolExecution):
                                 f"bool, int or float, not {type(value).__name__}")
         if self._annotate is not None:
             self._annotate(attributes)
+
+    def attach(self, file: RunFile) -> None:
+        """Keep ``file`` with this call's successful result, for the user
+        (:attr:`~.results.ToolSuccess.attachments`); the model never sees its bytes. A
+        failed call keeps none."""
+        if self._attach is not None:
+            self._attach(file)
 
     def defer_context(self, context: AdditionalContext) -> None:
         """Deliver ``context`` after this call's final result, even if the body

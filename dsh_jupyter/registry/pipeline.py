@@ -46,6 +46,7 @@ from ..abort import AbortSignal
 from ..errors import DshError, ToolArgsError
 from ..events import ApprovalEvent, ApprovalRequestEvent, ToolCallEvent, ToolResultEvent
 from ..json_value import FrozenDict, JsonObject, NotJsonError, snapshot_json
+from ..runtime import RunFile
 from .definition import ToolDefinition
 from .execution import ExecutionToken, ToolCall, ToolExecution, ToolRunContext
 from .offload import in_worker_thread, is_large
@@ -114,12 +115,13 @@ class Resolver(Protocol):
 class _Call:
     """Mutable bookkeeping for one execution (kept off the frozen view)."""
 
-    __slots__ = ("body_done", "body_started", "deferred", "parsed", "span")
+    __slots__ = ("attachments", "body_done", "body_started", "deferred", "parsed", "span")
 
     def __init__(self) -> None:
         self.body_started = False
         self.body_done: asyncio.Event | None = None
         self.deferred: list[AdditionalContext] = []
+        self.attachments: list[RunFile] = []
         self.parsed: Any = None
         self.span: CallSpan | None = None  # tracing on (``registry._tracer``)
 
@@ -161,6 +163,8 @@ async def execute(registry: RegistryView, call: ToolCall, *,
         try:
             result = await _run(registry, execution, definition, resolved, args_error, state,
                                 gate)
+            if state.attachments and isinstance(result, ToolSuccess):
+                result = replace(result, attachments=tuple(state.attachments))
             if definition is not None and definition.output.presentation_meta is not None:
                 result = await _with_meta(execution, definition, result)
         except asyncio.CancelledError as error:
@@ -361,7 +365,8 @@ async def _dispatch(execution: ToolExecution, definition: ToolDefinition,
             return _aborted_before(operational)
         state.body_started = True
         ctx = ToolRunContext.of(execution, operational, state.deferred.append,
-                                None if state.span is None else state.span.annotate)
+                                None if state.span is None else state.span.annotate,
+                                state.attachments.append)
         try:
             raw = await definition.execute(state.parsed, ctx)
         except DshError as exc:

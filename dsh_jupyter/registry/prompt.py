@@ -9,6 +9,9 @@
   instead of the SDK module; programs find and type tools with ``tools.search`` and
   ``tools.describe`` (:mod:`~dsh_jupyter.registry.discovery`). The section keeps its id
   and place, so accounting counts it as the SDK it replaces.
+- A code runtime with input files (:class:`~dsh_jupyter.runtime.RuntimeInputs`, e.g.
+  ``KernelRuntimeConfig(inputs=...)``) adds section ``tools:files`` (order 160) to the
+  code modes, naming them and ``outputs/``; without inputs there is no such section.
 
 Code modes need a code runtime whose language has an SDK renderer; otherwise
 assembly fails loudly with :class:`~dsh_jupyter.errors.CodeModeError`.
@@ -22,8 +25,10 @@ from typing import TYPE_CHECKING
 
 from ..errors import CodeModeError
 from ..json_value import JsonObject, thaw
+from ..runtime import input_names
 from .code_mode import RUN_CODE_DESCRIPTION, RUN_CODE_PARAMETERS
 from .discovery import DISCOVERY_RULE, discovery_instructions
+from .run_files import files_instructions
 from .scope import RESERVED_NAME, AgentScope, PresentationMode
 from .sdk_python import SdkTool, python_sdk_instructions, render_python_sdk
 
@@ -84,8 +89,13 @@ def assemble(registry: RegistryView, scope: AgentScope | None) -> PromptAssembly
         rule = PromptSection(id="tools:code-only", order=99,
                              text=CODE_ONLY_RULE if mode == "code" else "")
     tools = [*schemas, run_code_schema()] if mode == "both" else [run_code_schema()]
+    sections = [rule, sdk]
+    inputs = input_names(registry.code_runtime)
+    if inputs:
+        sections.append(PromptSection(id="tools:files", order=160,
+                                      text=files_instructions(inputs)))
     return PromptAssembly(mode=mode, tools=tools,
-                          sections=tuple(sorted((rule, sdk), key=lambda s: s.order)))
+                          sections=tuple(sorted(sections, key=lambda s: s.order)))
 
 
 def sdk_section(registry: RegistryView, scope: AgentScope | None, *,

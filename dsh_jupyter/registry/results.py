@@ -18,6 +18,7 @@ from dataclasses import dataclass, field, replace
 from typing import ClassVar, Literal, NotRequired, TypeAlias, TypedDict, TypeVar
 
 from ..json_value import JsonObject, JsonValue
+from ..runtime import RunFile
 
 
 class TextContent(TypedDict):
@@ -107,6 +108,9 @@ class ToolSuccess(_Result):
     content: Content
     meta: JsonValue = None
     additional_contexts: tuple[AdditionalContext, ...] = field(default=())
+    attachments: tuple[RunFile, ...] = field(default=(), repr=False)
+    """Files the body kept with its result for the user (``ctx.attach``): run_code's
+    collected ``outputs/``. Never sent to the model, never in events (bytes)."""
 
 
 

@@ -68,6 +68,17 @@ class Links:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class File:
+    """A file a program wrote: its name and what it is (``note``: size and type, or why it
+    was not collected); ``data`` (base64), when the card holds its bytes, becomes a
+    download link. Every string is untrusted (the program named the file)."""
+
+    name: str
+    note: str
+    data: str | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Image:
     """A picture a program displayed. ``data`` is base64 of an image of type ``mime``,
     embedded only as the ``data:`` URI of an ``<img>`` (renderers check both again);
@@ -120,4 +131,5 @@ class Doc:
     """The call's OpenTelemetry trace and span ids, with tracing on: widget only."""
 
 
-Block: TypeAlias = Text | Field | Code | Items | Links | Image | SandboxedHtml | Section | Doc
+Block: TypeAlias = (Text | Field | Code | Items | Links | File | Image | SandboxedHtml | Section
+                   | Doc)

@@ -20,7 +20,20 @@ from collections.abc import Iterable
 from urllib.parse import quote, urlsplit
 
 from .._images import IMAGE_TYPES
-from .doc import Block, Code, Doc, Field, Image, Items, Link, Links, SandboxedHtml, Text, Tone
+from .doc import (
+    Block,
+    Code,
+    Doc,
+    Field,
+    File,
+    Image,
+    Items,
+    Link,
+    Links,
+    SandboxedHtml,
+    Text,
+    Tone,
+)
 from .highlight import highlight_lines
 from .text import clean, clip, escape_html, escape_markdown, fence
 
@@ -120,6 +133,8 @@ def _plain_blocks(blocks: Iterable[Block], pad: str) -> list[str]:
             out += [pad + line for line in lines]
             if omitted:
                 out.append(pad + _more(omitted))
+        elif isinstance(block, File):
+            out.append(f"{pad}- {clean(block.name)} ({clean(block.note)})")
         elif isinstance(block, Links):
             for link in block.links:
                 out.append(f"{pad}- {clean(link.title)} <{clean(link.url)}>")
@@ -177,6 +192,8 @@ def _markdown_blocks(blocks: Iterable[Block]) -> list[str]:
             if omitted:
                 lines.append(_more(omitted))
             out.append(fence("\n".join(lines)))
+        elif isinstance(block, File):
+            out.append(f"- {escape_markdown(block.name)} ({escape_markdown(block.note)})")
         elif isinstance(block, Links):
             out.append("\n".join(_markdown_link(link) for link in block.links))
         else:
@@ -275,6 +292,8 @@ def _html_block(block: Block, timing: bool) -> str:
     if isinstance(block, Links):
         items = "".join(f"<li>{_html_link(link)}</li>" for link in block.links)
         return f'<ul class="dsh-links" style="margin:2px 0;padding-left:20px">{items}</ul>'
+    if isinstance(block, File):
+        return _html_file(block)
     if isinstance(block, Image):
         return _html_image(block)
     if isinstance(block, SandboxedHtml):
@@ -332,6 +351,18 @@ def _html_image(image: Image) -> str:
                    if isinstance(value, int) and not isinstance(value, bool) and value > 0)
     return (f'<img class="dsh-image" src="data:{image.mime};base64,{image.data}" alt="{alt}" '
             f'title="{alt}" style="{IMAGE_STYLE}{size}">')
+
+
+def _html_file(file: File) -> str:
+    """The file's name, a download link when the card holds its bytes. The link's type is
+    always octet-stream, whatever the program claimed: the browser saves it, never shows
+    it (an HTML or SVG file opened from a card would run in the notebook's origin)."""
+    name = escape_html(file.name)
+    if file.data is not None and _BASE64.fullmatch(file.data) is not None:
+        name = (f'<a class="dsh-file" download="{name}" '
+                f'href="data:application/octet-stream;base64,{file.data}">{name}</a>')
+    return (f'<div class="dsh-file-row">{name} '
+            f'<span style="color:#6e7781">({escape_html(file.note)})</span></div>')
 
 
 def _html_frame(frame: SandboxedHtml) -> str:

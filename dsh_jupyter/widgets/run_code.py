@@ -16,7 +16,7 @@ from ..registry.scope import RESERVED_NAME
 from . import _ipw
 from .cards import _CallCard
 from .displays import display_block
-from .doc import Block, Code, Doc, Field, Section, Status, Text
+from .doc import Block, Code, Doc, Field, File, Section, Status, Text
 from .render import html_blocks, html_header
 from .text import plural, summarize_arguments
 from .views import error_blocks
@@ -370,9 +370,34 @@ def _success_blocks(durable: DurableResult,
         result = meta.get("result")
         if isinstance(result, str):
             blocks.append(Code(text=result, label="result"))
+        blocks += _files_blocks(meta.get("files"))
         return tuple(blocks) or (Text(text="(no output)", tone="muted"),)
     text = content_text(durable.content)
     shown = tuple(display_block(display) for _, display in displays)
     if not text or text == NO_OUTPUT:
         return shown or (Text(text="(no output)", tone="muted"),)
     return (Code(text=text, label="output"), *shown)
+
+
+def _files_blocks(files: JsonValue) -> list[Block]:
+    """The run's files (``presentation_meta["files"]``, see ``registry.run_files``): one
+    row each (a download link when the meta holds the bytes), then text previews."""
+    if not isinstance(files, list) or not files:
+        return []
+    rows: list[Block] = []
+    previews: list[Block] = []
+    for entry in files:
+        if not isinstance(entry, dict):
+            continue
+        name, size, mime = str(entry.get("name")), entry.get("size"), entry.get("mime_type")
+        note = f"{size} bytes, {mime}" if isinstance(size, int) else str(mime)
+        reason = entry.get("not_collected")
+        if isinstance(reason, str):
+            note += f"; not collected: {reason}"
+        data = entry.get("data")
+        rows.append(File(name=name, note=note, data=data if isinstance(data, str) else None))
+        preview = entry.get("preview")
+        if isinstance(preview, str):
+            previews.append(Code(text=preview, label=f"{name} (first lines)",
+                                 collapsible=True, open=False))
+    return [Section(title=f"files ({len(rows)})", blocks=(*rows, *previews))]
