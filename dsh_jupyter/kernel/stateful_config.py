@@ -9,7 +9,7 @@ import math
 
 @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
 class StatefulConfig:
-    """Opt-in stateful runs (see the module docstring).
+    """Opt-in stateful runs: one kept kernel per conversation (``docs/stateful-runs.md``).
 
     - ``idle_seconds``: a session whose last run ended this long ago is closed.
     - ``max_sessions``: sessions open at once (each holds a kernel).
