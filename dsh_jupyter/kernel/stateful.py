@@ -126,6 +126,8 @@ class StatefulSessions:
                         f"{self.config.idle_seconds:g} s"))
                 session = self._open[key] = _Session(key)
             if not await _lock(session.lock, signals):
+                if session.kernel is None and not session.lock.locked():
+                    self._end(session, "its first run was aborted")  # no empty entry stays
                 return _failed("abort", next((s.reason for s in signals if s.reason),
                                              "aborted"))
             if session.ended is None:

@@ -257,3 +257,27 @@ def test_bad_stateful_settings_are_refused() -> None:
         KernelRuntimeConfig(stateful=True)  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="session must be a non-empty string"):
         FunctionBindings({}, session="")
+
+
+async def test_an_abort_ends_the_session_and_a_waiting_run_can_be_aborted(
+        make_runtime: RuntimeFactory) -> None:
+    from dsh_jupyter.abort import AbortController
+
+    runtime = await make_runtime(stateful=StatefulConfig())
+    ok(await run_in(runtime, "a", "x = 1"))
+    stop_running, stop_waiting = AbortController(), AbortController()
+    running = asyncio.ensure_future(runtime.run(
+        "await asyncio.sleep(30)", FunctionBindings({}, session="a"), stop_running.signal))
+    waiting = asyncio.ensure_future(runtime.run(
+        "return x", FunctionBindings({}, session="a"), stop_waiting.signal))
+    await asyncio.sleep(0.5)
+    stop_waiting.abort("the user gave up waiting")
+    gave_up = await waiting
+    assert gave_up.failure is not None and gave_up.failure.kind == "abort"
+    assert gave_up.failure.message == "the user gave up waiting"
+    assert not running.done()
+    stop_running.abort("stopped by the user")
+    stopped = await running
+    assert stopped.failure is not None and stopped.failure.kind == "abort"
+    assert stopped.failure.message.startswith("stopped by the user; this conversation's kernel")
+    assert runtime.sessions == ()
