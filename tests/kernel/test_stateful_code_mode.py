@@ -98,6 +98,7 @@ async def test_an_agent_uses_a_variable_from_its_previous_step(
     tools = [m["content"] for m in result.messages if m["role"] == "tool"]
     assert tools == ["3", "a-b-c"]
     system = model.requests[0].messages[0]["content"]
+    assert isinstance(system, str)
     assert STATEFUL_RUNS in system and FRESH_RUNS[0] not in system
 
 
