@@ -23,6 +23,12 @@ Helpers: bindings that also implement :class:`HelperBindings` name some of their
 bindings as methods of ``tools`` with positional arguments (discovery's
 ``tools.search("words")``); a runtime that does not know them still offers them as
 plain bindings (``tools["tools.search"]({"query": "words"})``).
+
+Sessions: bindings that also implement :class:`SessionBindings` say which conversation
+their run belongs to. A *stateful* runtime (one whose ``stateful`` property is true; read
+it with :func:`runtime_is_stateful`, other runtimes need not define it) runs the programs
+of one session key in one interpreter, so their top-level names persist; a run without a
+key, and every run of a stateless runtime, starts fresh.
 """
 
 from __future__ import annotations
@@ -36,16 +42,16 @@ from .json_value import JsonValue
 
 __all__ = ["Binding", "BindingError", "Bindings", "CodeRunFailure", "CodeRunResult", "CodeRuntime",
            "Display", "FailureKind", "FunctionBindings", "HelperBindings", "OutputObserver",
-           "RunFact", "RunFile", "RuntimeInputs", "binding_helpers",
-           "input_names"]
+           "RunFact", "RunFile", "RuntimeInputs", "SessionBindings", "binding_helpers",
+           "binding_session", "input_names", "runtime_is_stateful"]
 
 FailureKind = Literal[
     "exception", "timeout", "abort", "kernel-exit", "invalid-output", "output-limit",
-    "call-limit",
+    "call-limit", "session-limit",
 ]
 FAILURE_KINDS: tuple[FailureKind, ...] = (
     "exception", "timeout", "abort", "kernel-exit", "invalid-output", "output-limit",
-    "call-limit",
+    "call-limit", "session-limit",
 )
 
 RunFact: TypeAlias = str | bool | int | float
@@ -117,6 +123,32 @@ class HelperBindings(Protocol):
         ...
 
 
+@runtime_checkable
+class SessionBindings(Protocol):
+    """Optional fourth face of :class:`Bindings`: the session the run belongs to."""
+
+    @property
+    def session_key(self) -> str | None:
+        """A stable key of the run's conversation (``None``: a one-off run). A stateful
+        runtime gives each key its own interpreter, shared by no other key: the key must
+        be unique to the conversation, never derived from anything two could share."""
+        ...
+
+
+def binding_session(bindings: Bindings) -> str | None:
+    """The session key ``bindings`` declare (see :class:`SessionBindings`), else ``None``."""
+    if not isinstance(bindings, SessionBindings):
+        return None
+    key = bindings.session_key
+    return key if isinstance(key, str) and key else None
+
+
+def runtime_is_stateful(runtime: object) -> bool:
+    """Whether ``runtime`` keeps a session's state between runs (its ``stateful``
+    property; a runtime without one runs every program fresh)."""
+    return getattr(runtime, "stateful", False) is True
+
+
 def binding_helpers(bindings: Bindings) -> dict[str, str]:
     """The helpers ``bindings`` declare (see :class:`HelperBindings`), else ``{}``."""
     if not isinstance(bindings, HelperBindings):
@@ -132,11 +164,22 @@ class FunctionBindings:
 
         bindings = FunctionBindings({"search": search})
         result = await runtime.run(program, bindings, AbortSignal.never())
+
+    ``session`` names the run's session (:class:`SessionBindings`): on a stateful runtime,
+    runs with the same name share their top-level variables.
     """
 
-    def __init__(self, functions: Mapping[str, Binding]) -> None:
+    def __init__(self, functions: Mapping[str, Binding], *, session: str | None = None) -> None:
+        if session is not None and (not isinstance(session, str) or not session):
+            raise ValueError(f"session must be a non-empty string or None, not {session!r}")
         self._functions = dict(functions)
         self._end = AbortController()
+        self._session = session
+
+    @property
+    def session_key(self) -> str | None:
+        """The session named at construction, if any."""
+        return self._session
 
     @property
     def names(self) -> Collection[str]:
@@ -195,7 +238,10 @@ class CodeRunResult:
     reports where the kernel came from (``kernel.source``: ``"pool"`` or ``"cold"``),
     ``kernel.launcher`` (``"fork"``, ``"stock"``, ``"gateway"``), ``kernel.confined``,
     ``kernel.wait_ms`` (from asking for a kernel to having it) and its budgets
-    (``budget.wall_seconds``, ``budget.compute_seconds``, ``budget.max_output_bytes``)."""
+    (``budget.wall_seconds``, ``budget.compute_seconds``, ``budget.max_output_bytes``);
+    in a stateful session also ``session.run_index`` (1 for the run that started the
+    session's kernel), ``session.new`` (this run started it) and
+    ``session.compute_seconds`` (CPU the kernel has used so far)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -243,7 +289,9 @@ def input_names(runtime: object) -> tuple[str, ...]:
 class CodeRuntime(Protocol):
     """Runs model-written programs. ``language`` selects the SDK renderer
     (``"python"``); ``isolation`` tells deployments how contained a run is
-    (``"kernel"``, ``"in-process"``)."""
+    (``"kernel"``, ``"in-process"``). A runtime may also have a ``stateful`` property
+    (see :func:`runtime_is_stateful` and the module docstring); the prompt tells the model
+    which kind it has."""
 
     @property
     def language(self) -> str: ...

@@ -439,10 +439,21 @@ def _where(path: _Path) -> str:
 _EXIT = object()
 
 
-def compile_program(source: str) -> types.CodeType:
-    """Compile ``source`` as the body of an async function, keeping its line numbers."""
+def compile_program(source: str, *, keep: bool = False) -> types.CodeType:
+    """Compile ``source`` as the body of an async function, keeping its line numbers.
+
+    With ``keep`` (a stateful session), every name the body binds at its own level
+    (assignments, imports, ``def``, ``class``, ``for`` and ``with`` targets, ``except``
+    names, walrus) is declared ``global``: the function's globals are the session's
+    namespace, so those names outlive the run and ``return`` still works. Annotations on
+    such names are dropped (Python refuses an annotated global)."""
     tree = ast.parse(source, PROGRAM_FILENAME, "exec")
     body: list[ast.stmt] = tree.body or [ast.Pass(lineno=1, col_offset=0)]
+    if keep:
+        body = [_TopLevelAnnotations().visit(statement) for statement in body]
+        names = _TopLevelNames.of(body)
+        if names:
+            body = [ast.Global(names=names, lineno=1, col_offset=0), *body]
     function = ast.AsyncFunctionDef(
         name="<module>",
         args=ast.arguments(
@@ -462,6 +473,102 @@ def compile_program(source: str) -> types.CodeType:
         len(source), None, source.splitlines(keepends=True), PROGRAM_FILENAME,
     )
     return code
+
+
+_SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)
+_COMPREHENSIONS = (ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)
+
+
+class _TopLevelNames(ast.NodeVisitor):
+    """The names a function body binds in its own scope (not in nested functions, classes,
+    lambdas or comprehensions, whose names are their own; a walrus in a comprehension
+    binds in the body, so it counts)."""
+
+    def __init__(self) -> None:
+        self.names: set[str] = set()
+
+    @classmethod
+    def of(cls, body: list[ast.stmt]) -> list[str]:
+        finder = cls()
+        for statement in body:
+            finder.visit(statement)
+        return sorted(finder.names)
+
+    def visit_Name(self, node: ast.Name) -> None:
+        if isinstance(node.ctx, ast.Store | ast.Del):
+            self.names.add(node.id)
+
+    def visit_Import(self, node: ast.Import) -> None:
+        for alias in node.names:
+            self.names.add(alias.asname or alias.name.split(".")[0])
+
+    def visit_ImportFrom(self, node: ast.ImportFrom) -> None:
+        for alias in node.names:
+            if alias.name != "*":
+                self.names.add(alias.asname or alias.name)
+
+    def _definition(self, node: ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef) -> None:
+        self.names.add(node.name)
+        for expression in node.decorator_list:  # evaluated in the body's scope
+            self.visit(expression)
+        if isinstance(node, ast.ClassDef):
+            for part in (*node.bases, *node.keywords):
+                self.visit(part)
+        else:
+            self._defaults(node.args)
+
+    visit_FunctionDef = visit_AsyncFunctionDef = visit_ClassDef = _definition
+
+    def visit_Lambda(self, node: ast.Lambda) -> None:
+        self._defaults(node.args)
+
+    def _defaults(self, args: ast.arguments) -> None:
+        for expression in (*args.defaults, *args.kw_defaults):
+            if expression is not None:
+                self.visit(expression)
+
+    def _comprehension(self, node: ast.expr) -> None:
+        for child in ast.walk(node):
+            if isinstance(child, ast.NamedExpr) and isinstance(child.target, ast.Name):
+                self.names.add(child.target.id)
+
+    visit_ListComp = visit_SetComp = visit_DictComp = visit_GeneratorExp = _comprehension
+
+    def visit_ExceptHandler(self, node: ast.ExceptHandler) -> None:
+        if node.name:
+            self.names.add(node.name)
+        self.generic_visit(node)
+
+    def visit_MatchAs(self, node: ast.MatchAs) -> None:
+        if node.name:
+            self.names.add(node.name)
+        self.generic_visit(node)
+
+    def visit_MatchStar(self, node: ast.MatchStar) -> None:
+        if node.name:
+            self.names.add(node.name)
+
+    def visit_MatchMapping(self, node: ast.MatchMapping) -> None:
+        if node.rest:
+            self.names.add(node.rest)
+        self.generic_visit(node)
+
+
+class _TopLevelAnnotations(ast.NodeTransformer):
+    """``x: T = v`` becomes ``x = v`` (and ``x: T`` nothing) in the body's own scope:
+    an annotated name cannot be declared global."""
+
+    def visit_AnnAssign(self, node: ast.AnnAssign) -> ast.stmt:
+        if not isinstance(node.target, ast.Name):
+            return node
+        if node.value is None:
+            return ast.copy_location(ast.Pass(), node)
+        return ast.copy_location(ast.Assign(targets=[node.target], value=node.value), node)
+
+    def _leave(self, node: ast.AST) -> ast.AST:
+        return node  # a nested scope keeps its annotations
+
+    visit_FunctionDef = visit_AsyncFunctionDef = visit_ClassDef = visit_Lambda = _leave
 
 
 def format_exception(error: BaseException) -> str:
@@ -538,7 +645,8 @@ def patch_write(stream: Any) -> None:
 
 
 class Runtime:
-    """Per-kernel state: the comm, its bridge, and :meth:`run` for the one program.
+    """Per-kernel state: the comm, its bridge, and :meth:`run` for the one program (in a
+    stateful session, for each program in turn).
 
     ``output`` (the host's in-process test runtime only) is a ``(stdout, stderr)`` pair
     the program's ``print`` writes to instead of the kernel's streams."""
@@ -547,25 +655,28 @@ class Runtime:
                  output: tuple[Any, Any] | None = None) -> None:
         self.bridge = Bridge(send)
         self._output = output
+        self._kept: dict[str, Any] = {"__name__": "__main__", "__builtins__": builtins}
+        self._guarded = False
 
     async def run(self, names: list[str], source: str, max_output_bytes: int,
-                  helpers: Mapping[str, str] | None = None) -> None:
+                  helpers: Mapping[str, str] | None = None, *, keep: bool = False) -> None:
         """Run ``source`` with ``tools`` for ``names`` (and ``helpers``, ``{method:
-        binding}``); always ends with one ``done`` message."""
+        binding}``); always ends with one ``done`` message. With ``keep`` (a stateful
+        session: this kernel serves several runs) the program's top-level names live in
+        one namespace shared by every ``keep`` run (see :func:`compile_program`); each run
+        still gets its own ``tools``."""
         tools = Tools(self.bridge, names, helpers)
         if self._output is None:
             patch_write(sys.stdout)
             patch_write(sys.stderr)
-            guard_display_size()
+            if not self._guarded:
+                self._guarded = True
+                guard_display_size()
         try:
-            code = compile_program(source)
-            namespace: dict[str, Any] = {
-                "__name__": "__main__",
-                "__builtins__": builtins,
-                "tools": tools,
-                "ToolCallError": ToolCallError,
-                "asyncio": asyncio,
-            }
+            code = compile_program(source, keep=keep)
+            namespace: dict[str, Any] = self._kept if keep else {
+                "__name__": "__main__", "__builtins__": builtins}
+            namespace.update(tools=tools, ToolCallError=ToolCallError, asyncio=asyncio)
             if self._output is not None:
                 namespace["print"] = self._print
             exec(code, namespace)
@@ -632,7 +743,7 @@ def show_open_figures() -> None:
 def guard_display_size() -> None:
     """Replace each display whose content is over :data:`MAX_DISPLAY_BYTES` by a short
     ``text/plain`` note before it is sent (an ipykernel display hook, on this thread:
-    the program's). The kernel serves one run, so the hook stays."""
+    the program's). Installed once per kernel: a stateful session's serves several runs."""
     try:
         publisher = sys.modules["IPython"].get_ipython().display_pub
         register: Callable[[Callable[[Any], Any]], None] = publisher.register_hook

@@ -16,6 +16,7 @@ from .gateway_config import GatewayConfig
 from .protocol import MAX_MESSAGE_BYTES
 from .remote_files import remote_input_entries
 from .sandbox import SandboxConfig, SandboxSetting, resolve_sandbox
+from .stateful_config import StatefulConfig
 
 MiB = 1024 * 1024
 MIN_MEMORY_BYTES = 768 * MiB
@@ -103,6 +104,10 @@ class KernelRuntimeConfig:
     ``extra_env``; HOME, IPYTHONDIR and TMPDIR point into a per-run temporary
     directory that is removed after the run.
 
+    State: ``stateful`` (a :class:`~.stateful.StatefulConfig`; ``None``, the default,
+    runs every program fresh) keeps one kernel per conversation, so variables survive
+    between its programs: see :mod:`~.stateful` and ``docs/stateful-runs.md``.
+
     Remote: ``gateway`` (a :class:`~.gateway_config.GatewayConfig`) starts every
     kernel on a Kernel Gateway or Enterprise Gateway; ``kernel_name`` then names
     a kernelspec there, ``extra_env`` is sent with each start (the gateway keeps
@@ -136,6 +141,7 @@ class KernelRuntimeConfig:
     max_output_files: int = 20
     max_output_total_bytes: int = 32 * MiB
     sandbox: SandboxConfig | SandboxSetting | None = "auto"
+    stateful: StatefulConfig | None = None
 
     def __post_init__(self) -> None:
         for name in ("compute_seconds", "wall_seconds", "startup_seconds"):
@@ -198,6 +204,9 @@ class KernelRuntimeConfig:
             raise ValueError("extra_env must map variable names to strings")
         object.__setattr__(self, "env_allow", tuple(self.env_allow))
         object.__setattr__(self, "extra_env", MappingProxyType(extra))
+        if self.stateful is not None and not isinstance(self.stateful, StatefulConfig):
+            raise ValueError(f"stateful must be a StatefulConfig or None, not "
+                             f"{type(self.stateful).__name__}: e.g. stateful=StatefulConfig()")
         if self.gateway is not None:
             self._check_remote_options()
             remote_input_entries(self.input_paths)  # ValueError over the remote cap

@@ -1,4 +1,6 @@
-"""``KernelRuntime``: each program runs in a fresh IPython kernel, used once.
+"""``KernelRuntime``: each program runs in a fresh IPython kernel, used once (or, opted in
+with ``KernelRuntimeConfig(stateful=...)``, in its conversation's kept kernel: see
+``stateful``).
 
 ::
 
@@ -41,7 +43,7 @@ import zmq.asyncio
 from .._waiting import wait_quietly
 from ..abort import AbortController, AbortSignal
 from ..errors import CodeModeError
-from ..runtime import Bindings, CodeRunFailure, CodeRunResult, RunFact
+from ..runtime import Bindings, CodeRunFailure, CodeRunResult, RunFact, binding_session
 from . import fontcache
 from .config import KernelRuntimeConfig
 from .files import OutputCollector
@@ -51,6 +53,7 @@ from .logs import OutputBudget
 from .pool import KernelPool
 from .sandbox import SandboxConfig, UnconfinedWarning, confinement_problem, unconfined_message
 from .session import KernelSession, KernelStartError
+from .stateful import SessionInfo, StatefulSessions
 from .stock import StockLauncher
 from .workspace import SEED_HOME, create_runtime_directory, remove_tree
 
@@ -59,7 +62,8 @@ DISPOSED = "runtime disposed"
 
 class KernelRuntime:
     """A :class:`~dsh_jupyter.runtime.CodeRuntime` (language ``"python"``, isolation
-    ``"kernel"``) that runs every program in a fresh kernel and destroys it afterwards."""
+    ``"kernel"``) that runs every program in a fresh kernel and destroys it afterwards;
+    with ``config.stateful``, a keyed run uses its session's kept kernel instead."""
 
     def __init__(self, config: KernelRuntimeConfig | None = None) -> None:
         self.config = config or KernelRuntimeConfig()
@@ -74,6 +78,10 @@ class KernelRuntime:
         self._output_budget = OutputBudget(self.config.max_buffered_output_bytes)
         self._confinement: SandboxConfig | None = None
         self._state = "new"
+        self._sessions = None if self.config.stateful is None else StatefulSessions(
+            self.config.stateful, obtain=self._obtain, facts=self._facts,
+            background=self._background, run_compute_seconds=self.config.compute_seconds,
+            collector=self._collector)
 
     @property
     def language(self) -> str:
@@ -89,6 +97,30 @@ class KernelRuntime:
         directory's name ends in ``/``); see :class:`~dsh_jupyter.runtime.RuntimeInputs`."""
         return tuple(name + ("/" if path.is_dir() else "")
                      for name, path in self.config.input_paths.items())
+
+    @property
+    def stateful(self) -> bool:
+        """Whether a run keyed by its session (see
+        :class:`~dsh_jupyter.runtime.SessionBindings`) keeps its kernel for the session's
+        next run (``config.stateful``); the prompt tells the model so."""
+        return self._sessions is not None
+
+    @property
+    def sessions(self) -> tuple[SessionInfo, ...]:
+        """The open stateful sessions, by key (empty when not stateful)."""
+        return () if self._sessions is None else self._sessions.info
+
+    async def reset(self, key: str) -> bool:
+        """End session ``key`` (its kernel is killed: its variables are gone; a run in
+        flight fails ``kernel-exit``); the key's next run starts a fresh kernel. Returns
+        whether the session was open. Code Mode keys a scope's runs by
+        ``scope.session_key`` (``registry.session_key`` without a scope)."""
+        if not isinstance(key, str):
+            raise TypeError(f"reset takes a session key (str), not {type(key).__name__}: "
+                            "for an agent scope pass scope.session_key")
+        if self._sessions is None:
+            return False
+        return await self._sessions.reset(key)
 
     @property
     def confined(self) -> bool:
@@ -144,23 +176,24 @@ class KernelRuntime:
         for each in signals:
             if each.reason is not None:
                 return _failed("abort", each.reason)
+        key = binding_session(bindings) if self._sessions is not None else None
+        if self._sessions is not None and key is not None:
+            try:
+                return await self._sessions.run(key, program, bindings, signals,
+                                                self._output_budget)
+            finally:
+                self._fill_pool()
         asked = time.monotonic()
-        try:
-            acquired = await self._acquire(signals)
-        except KernelStartError as error:
-            return _failed("kernel-exit", str(error))
-        except Exception as error:  # sockets, files, processes: the start is environmental
-            return _failed("kernel-exit", f"the kernel failed to start: {error!r}")
-        if acquired is None:
-            reason = signal.reason or self._disposing.signal.reason or "aborted"
-            return _failed("abort", reason)
-        session, pooled = acquired
-        facts = self._facts(pooled, time.monotonic() - asked)
+        obtained = await self._obtain(signals)
+        if isinstance(obtained, CodeRunResult):
+            return obtained
+        session, pooled = obtained
+        facts = self._facts("pool" if pooled else "cold", time.monotonic() - asked)
         try:
             result = await session.run(program, bindings, signals, self._output_budget)
-            if self.config.gateway is None:  # the kernel is dead: its files hold still
-                collected = await asyncio.to_thread(
-                    OutputCollector(session.workspace.root, self.config.output_limits).collect)
+            collector = self._collector(session)
+            if collector is not None:  # the kernel is dead: its files hold still
+                collected = await asyncio.to_thread(collector.collect)
                 result = dataclasses.replace(result, files=collected.files,
                                              files_omitted=collected.omitted)
             return dataclasses.replace(result, facts=facts)
@@ -168,13 +201,39 @@ class KernelRuntime:
             # The kernel was SIGKILLed before session.run returned; reaping it and removing
             # its workspace need not delay the result (aclose waits for them).
             self._background(session.close())
-            if self._pool is not None and self._state == "open":
-                self._pool.fill()  # after the run, so the next start does not compete with it
+            self._fill_pool()
 
-    def _facts(self, pooled: bool, waited: float) -> dict[str, RunFact]:
-        """What :attr:`CodeRunResult.facts` reports about a run's kernel and budgets."""
+    def _collector(self, session: KernelSession) -> OutputCollector | None:
+        """The collector of a local kernel's ``outputs/``; ``None`` for a remote kernel,
+        whose files come back through its connection (see ``remote_files``)."""
+        if self.config.gateway is not None:
+            return None
+        return OutputCollector(session.workspace.root, self.config.output_limits)
+
+    def _fill_pool(self) -> None:
+        if self._pool is not None and self._state == "open":
+            self._pool.fill()  # after the run, so the next start does not compete with it
+
+    async def _obtain(self, signals: tuple[AbortSignal, ...]
+                      ) -> tuple[KernelSession, bool] | CodeRunResult:
+        """A prepared kernel and whether it came from the pool, or the failed result of a
+        run that could not have one."""
+        try:
+            acquired = await self._acquire(signals)
+        except KernelStartError as error:
+            return _failed("kernel-exit", str(error))
+        except Exception as error:  # sockets, files, processes: the start is environmental
+            return _failed("kernel-exit", f"the kernel failed to start: {error!r}")
+        if acquired is None:
+            reason = next((s.reason for s in signals if s.reason is not None), "aborted")
+            return _failed("abort", reason)
+        return acquired
+
+    def _facts(self, source: str, waited: float) -> dict[str, RunFact]:
+        """What :attr:`CodeRunResult.facts` reports about a run's kernel (``source``:
+        ``"pool"``, ``"cold"``, or a stateful ``"session"``'s kept one) and budgets."""
         config = self.config
-        return {"kernel.source": "pool" if pooled else "cold",
+        return {"kernel.source": source,
                 "kernel.launcher": self._launcher_name, "kernel.confined": self.confined,
                 "kernel.wait_ms": round(waited * 1000, 1),
                 "budget.wall_seconds": config.wall_seconds,
@@ -242,8 +301,13 @@ class KernelRuntime:
             return
         self._state = "closing"
         self._disposing.abort(DISPOSED)
-        while self._runs or self._cleanups:
-            await asyncio.wait(self._runs | self._cleanups)
+        while self._runs:
+            await asyncio.wait(self._runs)
+        if self._sessions is not None:
+            for kernel in self._sessions.end_all():
+                self._background(kernel.close())
+        while self._cleanups:
+            await asyncio.wait(self._cleanups)
         if self._pool is not None:
             await self._pool.close()
         if self._launcher is not None:

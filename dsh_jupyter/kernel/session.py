@@ -1,4 +1,5 @@
-"""One kernel, prepared and used for exactly one run.
+"""One kernel, prepared and used for exactly one run (or, kept by a stateful session, for
+each run of that session in turn: see ``stateful``).
 
 :meth:`KernelSession.open` makes a workspace, starts a kernel, connects, waits
 until it is ready and injects ``_inkernel.py`` (which opens the tools comm: the
@@ -32,7 +33,7 @@ from .launch import KernelLauncher, KernelProcess
 from .logs import OutputBudget
 from .protocol import TARGET_NAME
 from .remote_files import prepare_remote
-from .watch import RunWatch
+from .watch import ComputeLimit, RunWatch
 from .wire import one_line
 from .workspace import Workspace, create_workspace
 
@@ -42,7 +43,8 @@ class KernelStartError(Exception):
 
 
 class KernelSession:
-    """A started, ready kernel with the runtime injected; serves one run."""
+    """A started, ready kernel with the runtime injected; serves one run, or a stateful
+    session's runs while each leaves it :attr:`reusable`."""
 
     def __init__(self, process: KernelProcess, connection: KernelChannels,
                  workspace: Workspace, config: KernelRuntimeConfig) -> None:
@@ -55,6 +57,8 @@ class KernelSession:
         self.used = False
         self.remote_workdir: str | None = None
         """A remote kernel's private working directory (see ``remote_files``)."""
+        self.reusable = False
+        """Whether the last run (``keep=True``) left the kernel alive for another."""
         self._closed = False
 
     @classmethod
@@ -147,15 +151,22 @@ class KernelSession:
 
     async def run(self, program: str, bindings: Bindings,
                   signals: Iterable[AbortSignal],
-                  budget: OutputBudget | None = None) -> CodeRunResult:
-        """Run ``program`` once on this kernel (see :class:`~.watch.RunWatch`); its output
-        draws on ``budget`` (the runtime's, shared by its runs) as well as its own cap."""
-        if self.used:
+                  budget: OutputBudget | None = None, *, keep: bool = False,
+                  compute: ComputeLimit | None = None) -> CodeRunResult:
+        """Run ``program`` on this kernel (see :class:`~.watch.RunWatch`); its output
+        draws on ``budget`` (the runtime's, shared by its runs) as well as its own cap.
+        ``keep`` (a stateful session) keeps the program's names and, when the run ends
+        cleanly, the kernel (:attr:`reusable`); ``compute`` overrides the compute budget."""
+        if self.used and not self.reusable:
             raise RuntimeError("a kernel session serves one run")
         self.used = True
+        self.reusable = False
         assert self.comm_id is not None
-        watch = RunWatch(self, program, bindings, budget)
-        return await watch.run(signals)
+        watch = RunWatch(self, program, bindings, budget, keep=keep, compute=compute)
+        try:
+            return await watch.run(signals)
+        finally:
+            self.reusable = watch.kept and not self._closed
 
     async def close(self) -> None:
         """Kill the kernel, close sockets, wait until its process tree is reaped, remove the

@@ -19,6 +19,11 @@ short grace period; then (and at once for every other outcome) the kernel's
 process tree is killed, the bridge stops answering, and the run waits for
 binding calls still in flight (see ``bridge``).
 
+A stateful session's run (``keep=True``) spares the kernel when the program
+reported its end (a result or its own exception) and its cell went idle within
+:data:`IDLE_SECONDS`: :attr:`RunWatch.kept` then says the kernel may serve the
+session's next run. Every other outcome kills it as above.
+
 Output as it arrives: stream text becomes log entries (``logs``) and
 ``display_data`` of the program cell becomes displays (``displays``, under their
 own budget), each display placed after the log entries completed before it. When
@@ -70,6 +75,7 @@ DISCONNECT_SETTLE_SECONDS: Final = 1.0  # a dying kernel drops iopub before it i
 TURN_SECONDS: Final = 0.005
 ABORT_QUIET_SECONDS: Final = 0.02
 ABORT_OUTPUT_SECONDS: Final = 0.2
+IDLE_SECONDS: Final = 1.0  # from a kept run's done message to its cell's idle status
 CLOSED_COMM: Final = ("the program closed its tools channel: tool calls and its result can no "
                       "longer reach the host")
 
@@ -103,14 +109,32 @@ class PreparedKernel(Protocol):
         """The socket carrier, when one was negotiated."""
 
 
+@dataclasses.dataclass(frozen=True, slots=True)
+class ComputeLimit:
+    """A compute budget tighter than the run's own (a stateful session's remaining total),
+    and what the run's failure says when the program passes it."""
+
+    seconds: float
+    message: str
+
+
 class RunWatch:
-    """Runs one program on ``session`` (used once)."""
+    """Runs one program on ``session`` (used once). ``keep``: a stateful session's run
+    (see the module docstring); ``compute``: a tighter compute budget than the config's."""
 
     def __init__(self, session: PreparedKernel, program: str,
-                 bindings: Bindings, budget: OutputBudget | None = None) -> None:
+                 bindings: Bindings, budget: OutputBudget | None = None, *,
+                 keep: bool = False, compute: ComputeLimit | None = None) -> None:
         self._session = session
         self._config = session.config
         self._program = program
+        self._keep = keep
+        self._compute = compute or ComputeLimit(
+            self._config.compute_seconds, f"the program passed its compute budget of "
+            f"{self._config.compute_seconds:g} s of CPU time")
+        self.kept = False
+        """Whether the kernel is still alive and quiet after the run (``keep`` only)."""
+        self._idle = asyncio.Event()
         self._names = list(bindings.names)
         self._helpers = binding_helpers(bindings)
         observer = SafeObserver(bindings) if isinstance(bindings, OutputObserver) else None
@@ -141,7 +165,7 @@ class RunWatch:
                 connection = self._session.connection
                 self._request = connection.execute(
                     program_cell(self._names, self._program, self._config.max_output_bytes,
-                                 self._helpers))
+                                 self._helpers, keep=self._keep))
                 self._reader = asyncio.create_task(self._read())
                 tasks = [self._reader,
                          asyncio.create_task(self._watchdog()),
@@ -153,6 +177,8 @@ class RunWatch:
                 await self._interrupt_and_drain()
             elif isinstance(outcome, CodeRunFailure) and outcome.kind == "abort":
                 await self._take_ready_output()
+            elif self._keep and not isinstance(outcome, CodeRunFailure | _Idle):
+                await self._wait_idle()
         finally:
             for undo in undos:
                 undo()
@@ -272,6 +298,7 @@ class RunWatch:
                            f"{one_line(content.get('evalue'))}")
         elif msg_type == "status" and content.get("execution_state") == "idle":
             self._cell_over.set()
+            self._idle.set()
             self._settle(_IDLE)
 
     async def _watchdog(self) -> None:
@@ -294,9 +321,8 @@ class RunWatch:
                 return
             if root is not None and polls % CPU_EVERY_POLLS == 0:
                 used = proctree.tree_cpu_seconds(root) - cpu_start
-                if used > config.compute_seconds:
-                    self._fail("timeout", f"the program passed its compute budget of "
-                               f"{config.compute_seconds:g} s of CPU time")
+                if used > self._compute.seconds:
+                    self._fail("timeout", self._compute.message)
                     return
 
     async def _watch_disconnect(self) -> None:
@@ -347,6 +373,15 @@ class RunWatch:
             for message in await self._session.connection.ready_iopub():
                 self._handle(message)
 
+    async def _wait_idle(self) -> None:
+        """A kept run: the program reported its end; its cell goes idle a moment later. A
+        kernel that does not (the program's code still holds it) is not kept."""
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(IDLE_SECONDS):
+                await self._idle.wait()
+        if self._idle.is_set() and not self._dying:
+            self.kept = await self._session.process.is_alive()
+
     async def _interrupt_and_drain(self) -> None:
         """Interrupt, then read output until the cell ends or the grace period passes."""
         with contextlib.suppress(Exception):
@@ -368,7 +403,8 @@ class RunWatch:
                 min(COLLECT_SECONDS, self._config.wall_seconds))
         self._log.finish()  # the last partial lines reach an observer before it is closed
         self._bridge.stop("the run ended")
-        await self._session.process.kill()
+        if not self.kept:
+            await self._session.process.kill()
         await self._bridge.drain()
 
     def _result(self, outcome: Outcome) -> CodeRunResult:

@@ -70,6 +70,10 @@ class RegistryView(Protocol):
     def run_code_images(self) -> bool:
         """Whether a ``run_code`` result also carries the program's images."""
 
+    @property
+    def session_key(self) -> str:
+        """The stateful-runtime session of ``run_code`` calls made without a scope."""
+
     def visible(self, scope: AgentScope | None = None) -> Mapping[str, ToolDefinition]:
         """Every tool ``scope`` can see, by name (``run_code`` is never among them)."""
 

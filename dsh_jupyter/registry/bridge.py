@@ -27,6 +27,10 @@ also offers its helpers as bindings (:attr:`DispatchBridge.helpers`) and answers
 itself, from that catalog: they read what the scope sees and change nothing, so they
 take no sub-call id, run no policy and emit no event.
 
+Session: the bridge is also the run's :class:`~dsh_jupyter.runtime.SessionBindings`: its
+key is the calling scope's ``session_key`` (the registry's for a call without a scope), so
+on a stateful runtime each scope's programs share one kernel and no other scope's.
+
 Settlement: the bridge is the run's :class:`~dsh_jupyter.runtime.Bindings`. When the
 program ends the runtime calls :meth:`DispatchBridge.close`: the run signal aborts
 ("run_code settled") and queued calls are abandoned; in-flight ones are awaited, and
@@ -146,6 +150,12 @@ class DispatchBridge:
     def names(self) -> Collection[str]:
         """The tools' names, then the helpers' bindings (see :attr:`helpers`)."""
         return self._names
+
+    @property
+    def session_key(self) -> str:
+        """The calling scope's session key, else the registry's (see the module docstring)."""
+        agent = self._ctx.agent
+        return agent.session_key if agent is not None else self._registry.session_key
 
     @property
     def helpers(self) -> Mapping[str, str]:

@@ -15,6 +15,11 @@
 
 Code modes need a code runtime whose language has an SDK renderer; otherwise
 assembly fails loudly with :class:`~dsh_jupyter.errors.CodeModeError`.
+
+The instructions say how runs behave: each in a fresh kernel (the fixed text, unchanged),
+or, when the runtime is stateful (:func:`~dsh_jupyter.runtime.runtime_is_stateful`), that
+what a program defines persists into the conversation's later runs (:data:`STATEFUL_RUNS`
+replaces the fresh-run sentence).
 """
 
 from __future__ import annotations
@@ -26,6 +31,7 @@ from typing import TYPE_CHECKING
 from ..errors import CodeModeError
 from ..json_value import JsonObject, thaw
 from ..runtime import input_names
+from ..runtime import runtime_is_stateful
 from .code_mode import RUN_CODE_DESCRIPTION, RUN_CODE_PARAMETERS
 from .discovery import DISCOVERY_RULE, discovery_instructions
 from .run_files import files_instructions
@@ -44,6 +50,21 @@ CODE_ONLY_RULE = (
     "Only `run_code` may be called directly. Every other tool is reachable only from "
     "inside a `run_code` program, through the `tools` SDK described below."
 )
+
+
+FRESH_RUNS = (
+    "Every run starts in a fresh kernel: nothing carries over from earlier runs.",  # SDK
+    "Every run starts fresh.",  # discovery
+)
+"""The fresh-run sentences of the fixed instructions, as they read there."""
+
+STATEFUL_RUNS = (
+    "Runs of this conversation share one kernel: variables, functions and imports a "
+    "program defines at top level are still there in later `run_code` calls, so reuse "
+    "them instead of recomputing. The user may reset them, and a run the runtime has to "
+    "stop (a timeout, a limit, a crash) loses them (its error says so): define them again."
+)
+"""What the instructions say instead on a stateful runtime."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -106,7 +127,7 @@ def sdk_section(registry: RegistryView, scope: AgentScope | None, *,
     tools = [SdkTool(name=d.name, description=d.description, parameters=d.parameters,
                      output=d.output.schema)
              for name, d in sorted(registry.visible(scope).items()) if name != RESERVED_NAME]
-    text = f"{instructions()}\n\n```python\n{render(tools)}```"
+    text = f"{runs_text(registry, instructions())}\n\n```python\n{render(tools)}```"
     return PromptSection(id="tools:sdk", order=150, text=text)
 
 
@@ -117,8 +138,19 @@ def discovery_section(registry: RegistryView, scope: AgentScope | None) -> Promp
     language = registry.code_runtime.language if registry.code_runtime is not None else None
     if language != "python":  # describe shows the Python SDK
         raise CodeModeError(f"discovery needs a Python code runtime; this one runs {language!r}")
-    text = f"{discovery_instructions()}\n\n{registry._catalog(scope).index()}"
+    text = f"{runs_text(registry, discovery_instructions())}\n\n{registry._catalog(scope).index()}"
     return PromptSection(id="tools:sdk", order=150, text=text)
+
+
+def runs_text(registry: RegistryView, instructions: str) -> str:
+    """``instructions`` as they are for a stateless runtime; on a stateful one, with
+    :data:`STATEFUL_RUNS` for the fresh-run sentence."""
+    if not runtime_is_stateful(registry.code_runtime):
+        return instructions
+    for sentence in FRESH_RUNS:
+        if sentence in instructions:
+            return instructions.replace(sentence, STATEFUL_RUNS, 1)
+    return f"{instructions}\n\n{STATEFUL_RUNS}"
 
 
 def renderer_for(registry: RegistryView,

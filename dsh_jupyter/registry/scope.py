@@ -10,6 +10,7 @@ tools, which shadow same-named inherited ones for this scope (and its children).
 from __future__ import annotations
 
 import html
+import secrets
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, TypeVar, overload
@@ -73,6 +74,17 @@ class Layer:
         self._wrappers: list[ExecuteWrapper] = []
         self._post: list[PostExecuteHook] = []
         self._observers: list[ResultObserver] = []
+        self._session_key = f"{'registry' if registry is None else 'scope'}-{secrets.token_hex(8)}"
+
+    @property
+    def session_key(self) -> str:
+        """The key of this layer's conversation on a stateful code runtime: a scope's runs
+        share one kernel, the registry's scope-less runs another. Random and unique to
+        this object (never its name: two scopes never share a kernel, even named alike)::
+
+            await runtime.reset(scope.session_key)  # its variables are gone
+        """
+        return self._session_key
 
     # Implemented by subclasses --------------------------------------------------
     @property

@@ -20,6 +20,7 @@ import pytest
 from reliability_support import Harness, code_registry, json_tool, returned_by, run_code
 
 from dsh_jupyter import ToolRunContext
+from dsh_jupyter.kernel import StatefulConfig
 from dsh_jupyter.kernel.sandbox import confinement_problem
 from dsh_jupyter.kernel.session import KernelSession
 
@@ -235,4 +236,36 @@ async def test_a_pooled_kernel_that_saw_foreign_traffic_is_discarded(
     assert value[1] != str(pooled.workspace.cwd)
     assert "saw traffic other than the host's" in caplog.text
     assert not hasattr(builtins, "dsh_planted")
+    assert not await harness.finish()
+
+
+async def test_stateful_sessions_are_out_of_each_others_reach(harness: Harness) -> None:
+    """On a stateful runtime, two conversations (two registries: two session keys) each keep
+    a kernel. The attacker's session, knowing where the victim's kept kernel lives, can list,
+    read and connect to none of it, sees neither its variables nor its processes; the
+    victim's session keeps its own state; closing the runtime leaves nothing behind."""
+    runtime = await harness.runtime(pool_size=1, stateful=StatefulConfig())
+    victim = Victim()
+    victim_registry, _ = code_registry(runtime, *victim.tools())
+    kept = await run_code(victim_registry, "secret = 'victim-only'", call_id="v1")
+    assert kept.error is None, kept.error
+    program = Victim.PROGRAM.replace("return answers", "return [answers, secret]")
+    victim_run = asyncio.ensure_future(run_code(victim_registry, program, call_id="v2"))
+    victim_cwd = await asyncio.wait_for(victim.cwd, 30)
+    paths = {"victim": str(Path(victim_cwd).parent)}
+    attacker_registry, _ = code_registry(runtime)
+    attacked = await run_code(attacker_registry, "found = 'secret' in globals()\n"
+                              + SNOOP.format(paths=paths), call_id="attacker")
+    assert attacked.error is None, attacked.error
+    seen = returned_by(attacked)
+    assert seen["victim listing"] == "FileNotFoundError", seen
+    assert seen["victim connection file"] == "FileNotFoundError", seen
+    assert seen["victim shell socket"] == "FileNotFoundError", seen
+    assert len(seen["runtime directory"]) == 1 and seen["processes"] == [1, 2]
+    again = await run_code(attacker_registry, "return [found, sorted(seen)[0]]", call_id="a2")
+    assert returned_by(again) == [False, "processes"]  # its own state, not the victim's
+    victim.release.set()
+    result = await victim_run
+    assert result.error is None and returned_by(result) == [[0, 1, 2, 3, 4], "victim-only"]
+    assert len(runtime.sessions) == 2
     assert not await harness.finish()
