@@ -223,7 +223,9 @@ def _rewrite(lines: list[str]) -> list[str]:
     line = first[len(MAGIC):].strip()
     if first[len(MAGIC):][:1] not in ("", " ", "\t"):
         return lines  # some other magic that merely starts with the same letters
-    body = "".join(lines[1:])
+    # IPython ends every cell with a newline: the program is the cell as written (so an
+    # exported program runs again byte for byte, and its card counts its own lines).
+    body = "".join(lines[1:]).removesuffix("\n")
     return [f"await {_HELPER}(globals(), {line!r}, {body!r})\n"]
 
 

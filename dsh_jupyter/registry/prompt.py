@@ -30,8 +30,7 @@ from typing import TYPE_CHECKING
 
 from ..errors import CodeModeError
 from ..json_value import JsonObject, thaw
-from ..runtime import input_names
-from ..runtime import runtime_is_stateful
+from ..runtime import input_names, runtime_is_stateful
 from .code_mode import RUN_CODE_DESCRIPTION, RUN_CODE_PARAMETERS
 from .discovery import DISCOVERY_RULE, discovery_instructions
 from .run_files import files_instructions

@@ -176,7 +176,9 @@ class _Cells:
                   f"    open_session_registry({tools!r}, mode={mode!r}))", tag="dsh-setup")
 
     def turn(self, turn: Turn) -> None:
-        self.markdown(_turn_markdown(turn, values=self.values))
+        text = _turn_markdown(turn, values=self.values)
+        if turn.step is not None or text != "### Calls":  # a lone program needs no heading
+            self.markdown(text)
         for program in turn.programs:
             if program.code is not None:
                 self.program(program)
@@ -272,7 +274,7 @@ def _turn_markdown(turn: Turn, *, values: bool) -> str:
             cells.append(_approvals(call.approvals, values, named=False))
             lines.append("| " + " | ".join(cells) + " |")
     programs = turn.programs
-    if programs and not turn.text and not native:
+    if programs and not turn.text and not native and turn.step is not None:
         lines += ["", f"The model ran {_plural(len(programs), 'program')}."]
     for program in programs:
         asked = _approvals(program.approvals, values)

@@ -4,6 +4,7 @@ its session, and for no other session; reset, death, budgets and expiry end a se
 from __future__ import annotations
 
 import asyncio
+from pathlib import Path
 
 import pytest
 from kernel_support import Bindings, RuntimeFactory
@@ -281,3 +282,27 @@ async def test_an_abort_ends_the_session_and_a_waiting_run_can_be_aborted(
     assert stopped.failure is not None and stopped.failure.kind == "abort"
     assert stopped.failure.message.startswith("stopped by the user; this conversation's kernel")
     assert runtime.sessions == ()
+
+
+async def test_a_session_collects_each_runs_new_files_and_keeps_its_inputs(
+        make_runtime: RuntimeFactory, tmp_path: Path) -> None:
+    """Files in and out hold in a kept kernel too: every run reads the read-only inputs,
+    and each run's result carries the files under ``outputs/`` it wrote or changed."""
+    (tmp_path / "data.txt").write_text("1 2 3")
+    runtime = await make_runtime(stateful=StatefulConfig(),
+                                 inputs={"data.txt": tmp_path / "data.txt"})
+    first = await run_in(runtime, "a", (
+        "import os\nos.makedirs('outputs', exist_ok=True)\n"
+        "numbers = [int(n) for n in open('inputs/data.txt').read().split()]\n"
+        "open('outputs/a.txt', 'w').write(str(sum(numbers)))\n"
+        "open('outputs/b.txt', 'w').write('same')\nreturn len(numbers)"))
+    assert ok(first) == 3
+    assert {f.name: f.data for f in first.files} == {"a.txt": b"6", "b.txt": b"same"}
+    second = await run_in(runtime, "a", (
+        "open('outputs/a.txt', 'w').write(str(sum(numbers) * 2))\n"
+        "try:\n    open('inputs/data.txt', 'w')\nexcept OSError as error:\n"
+        "    return type(error).__name__"))
+    assert ok(second) == "OSError" or runtime.confined is False
+    # Only what this run changed: b.txt is as the first run left it.
+    assert {f.name: f.data for f in second.files} == {"a.txt": b"12"}
+    assert (tmp_path / "data.txt").read_text() == "1 2 3"
