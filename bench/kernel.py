@@ -30,7 +30,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from dsh_jupyter.abort import AbortSignal
 from dsh_jupyter.json_value import JsonValue
-from dsh_jupyter.kernel import KernelRuntime, KernelRuntimeConfig
+from dsh_jupyter.kernel import KernelRuntime, KernelRuntimeConfig, StatefulConfig
 from dsh_jupyter.kernel.connection import KernelConnection
 from dsh_jupyter.kernel.forkserver import ForkLauncher
 from dsh_jupyter.kernel.gateway_config import GatewayConfig
@@ -127,13 +127,15 @@ async def cold_ready(samples: int) -> dict[str, list[float]]:
 
 
 async def timed_runs(runtime: KernelRuntime, program: str, samples: int,
-                     before: Callable[[], Awaitable[None]] | None = None) -> list[float]:
+                     before: Callable[[], Awaitable[None]] | None = None,
+                     session: str | None = None) -> list[float]:
     times = []
     for _ in range(samples):
         if before is not None:
             await before()
         started = time.perf_counter()
-        result = await runtime.run(program, FunctionBindings({"echo": echo}), NEVER)
+        result = await runtime.run(program, FunctionBindings({"echo": echo}, session=session),
+                                   NEVER)
         times.append(time.perf_counter() - started)
         assert result.failure is None, result.failure
     return times
@@ -335,6 +337,15 @@ async def main(quick: bool, gateway: bool = False) -> None:
                 warm = await timed_runs(runtime, program, n * 2, settle)
             row(f"warm pool ({carrier}), {mode}", ms(statistics.median(warm)),
                 f"p90 {ms(p(warm, 0.9)).strip()}")
+
+    for mode, sandbox in modes().items():
+        # A stateful session's later runs reuse its kept kernel (no start, no injection).
+        config = KernelRuntimeConfig(pool_size=0, sandbox=sandbox, stateful=StatefulConfig())
+        async with KernelRuntime(config) as runtime:
+            first = await timed_runs(runtime, program, 1, session="bench")
+            kept = await timed_runs(runtime, program, n * 2, session="bench")
+        row(f"stateful session: next run (kept kernel), {mode}", ms(statistics.median(kept)),
+            f"p90 {ms(p(kept, 0.9)).strip()}; its first run {ms(first[0]).strip()}")
 
     print("Binding round trip (measured inside the program)")
     for carrier in ("comm", "socket"):

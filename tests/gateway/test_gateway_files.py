@@ -10,8 +10,10 @@ import pytest
 from gateway_support import GatewayRuntimeFactory, LocalGateway
 from kernel_support import run
 
-from dsh_jupyter.kernel import KernelRuntimeConfig
+from dsh_jupyter.abort import AbortSignal
+from dsh_jupyter.kernel import KernelRuntimeConfig, StatefulConfig
 from dsh_jupyter.kernel.remote_files import CHUNK_BYTES, MAX_REMOTE_INPUT_BYTES
+from dsh_jupyter.runtime import CodeRunResult, FunctionBindings
 
 pytestmark = [pytest.mark.kernel, pytest.mark.timeout(60)]
 
@@ -57,3 +59,26 @@ def test_remote_inputs_are_capped(gateway: LocalGateway, tmp_path: Path) -> None
     big.write_bytes(b"x" * (MAX_REMOTE_INPUT_BYTES + 1))
     with pytest.raises(ValueError, match="at most 1048576 bytes together"):
         KernelRuntimeConfig(gateway=gateway.config(), inputs={"big.bin": big})
+
+
+
+async def test_a_stateful_session_on_a_gateway_kernel(make_runtime: GatewayRuntimeFactory
+                                                      ) -> None:
+    """A remote kernel kept across runs: program 2 reads what program 1 defined, and its
+    outputs come back through the connection; a reset starts the session over."""
+    runtime = await make_runtime(stateful=StatefulConfig())
+
+    async def run_in(program: str) -> CodeRunResult:
+        result = await runtime.run(program, FunctionBindings({}, session="remote"),
+                                   AbortSignal.never())
+        assert result.failure is None, result.failure
+        return result
+
+    first = await run_in("total = 40\nopen('outputs/a.txt', 'w').write('a')\nreturn total")
+    second = await run_in("total += 2\nreturn total")
+    assert [first.value, second.value] == [40, 42]
+    assert [f.name for f in first.files] == ["a.txt"]
+    assert second.facts["kernel.source"] == "session"
+    assert await runtime.reset("remote") is True
+    fresh = await run_in("return 'total' in globals()")
+    assert fresh.value is False and fresh.facts["session.new"] is True
