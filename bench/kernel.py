@@ -342,6 +342,7 @@ async def main(quick: bool, gateway: bool = False) -> None:
         # A stateful session's later runs reuse its kept kernel (no start, no injection).
         config = KernelRuntimeConfig(pool_size=0, sandbox=sandbox, stateful=StatefulConfig())
         async with KernelRuntime(config) as runtime:
+            await runtime.run("return 1", FunctionBindings({}), NEVER)  # starts the fork server
             first = await timed_runs(runtime, program, 1, session="bench")
             kept = await timed_runs(runtime, program, n * 2, session="bench")
         row(f"stateful session: next run (kept kernel), {mode}", ms(statistics.median(kept)),
