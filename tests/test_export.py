@@ -23,11 +23,11 @@ import nbformat
 import papermill
 import pytest
 
-from dsh_jupyter import Approval, Ask, JsonlSessionWriter, export_notebook, read_session
+from dsh_jupyter import Approval, Ask, JsonlSessionWriter, ToolCall, export_notebook, read_session
 from dsh_jupyter.agent import ScriptedModel, run_agent
 from dsh_jupyter.demo.tools import sample_registry
 from dsh_jupyter.evaluation import load_task_set, run_evaluation
-from dsh_jupyter.kernel import KernelRuntime
+from dsh_jupyter.kernel import KernelRuntime, KernelRuntimeConfig, StatefulConfig
 from dsh_jupyter.registry import ToolExecution
 from dsh_jupyter.registry.policy import PreDecision
 from dsh_jupyter.widgets import replay
@@ -212,6 +212,51 @@ def test_rerun_with_papermill_gives_the_recorded_outputs(session: Path, tmp_path
     assert "ValueError: no summary yet" in again and "[ok] word_count" in again
     assert all(o.output_type != "error" for cell in ran.cells if cell.cell_type == "code"
                for o in cell.outputs)
+
+
+
+async def test_a_stateful_scoped_session_runs_again_in_one_session(tmp_path: Path) -> None:
+    """Programs that used what an earlier one defined (a stateful runtime), in a scope:
+    the log says the runtime was stateful, the export opens the tools with a stateful
+    runtime and makes the scope, and the re-run's cards are the recorded ones."""
+    registry = sample_registry()
+    registry.mode = "code"
+    analyst = registry.scope("analyst")
+    programs = ['names = await tools.list_files({"pattern": "src/*"})\nprint(len(names))',
+                "return sorted(names)"]
+    config = KernelRuntimeConfig(stateful=StatefulConfig())
+    async with KernelRuntime(config) as runtime:
+        registry.code_runtime = runtime
+        with JsonlSessionWriter(tmp_path / "stateful.jsonl") as writer:
+            undo = registry.on_event(writer)
+            for number, code in enumerate(programs, 1):
+                result = await registry.execute(ToolCall(
+                    call_id=f"s{number}", name="run_code", agent=analyst,
+                    arguments={"code": code, "description": f"step {number}"}))
+                assert not result.is_error, result.text
+            undo()
+    nb = export_notebook(tmp_path / "stateful.jsonl", tmp_path / "stateful.ipynb",
+                         tools=SAMPLE)
+    setup = next(cell.source for cell in nb.cells if "open_session_registry(" in cell.source)
+    assert "scopes=['analyst'], stateful=True" in setup
+    papermill.execute_notebook(str(tmp_path / "stateful.ipynb"), str(tmp_path / "ran.ipynb"),
+                               kernel_name="python3", progress_bar=False, cwd=str(tmp_path))
+    ran = nbformat.read(tmp_path / "ran.ipynb", as_version=4)
+
+    def cards(notebook: Any) -> list[str]:
+        return [str(output.data["text/plain"]) for cell in notebook.cells
+                if cell.source.startswith("%%run_code") for output in cell.outputs
+                if output.output_type == "execute_result"]
+
+    assert cards(ran) == cards(nb) and len(cards(nb)) == 2
+    assert '"src/app.py"' in cards(ran)[1]  # program 2 used program 1's names
+    # A stateless session's export stays as it was: no stateful runtime is asked for.
+    events: list[Any] = read_session(tmp_path / "stateful.jsonl")
+    for event in events:
+        if event["kind"] == "tool/result":
+            event["meta"].pop("stateful")
+    bare = export_notebook(events, None, tools=SAMPLE)
+    assert "stateful=True" not in "\n".join(cell.source for cell in bare.cells)
 
 
 def test_without_tools_the_setup_cell_says_what_to_fill_in(session: Path,

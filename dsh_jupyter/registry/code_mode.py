@@ -30,7 +30,7 @@ from .._waiting import wait_quietly, wait_uncancelled
 from ..errors import CodeModeError, CodeRunFailedError
 from ..json_dump import dump_json
 from ..json_value import JsonObject, JsonValue, snapshot_json
-from ..runtime import CodeRunResult, Display
+from ..runtime import CodeRunResult, Display, runtime_is_stateful
 from .bridge import DispatchBridge
 from .definition import ToolDefinition, ToolOutput
 from .execution import ToolRunContext, TraceValue
@@ -120,8 +120,10 @@ class RunCodeRendering:
     miss (another run rendered in between, or a post-execute hook replaced the value)
     renders again. Either method may run in a worker thread (large values)."""
 
-    def __init__(self, render: Callable[[JsonValue], str] = render_result_value) -> None:
+    def __init__(self, render: Callable[[JsonValue], str] = render_result_value, *,
+                 stateful: Callable[[], bool] = lambda: False) -> None:
         self._render = render
+        self._stateful = stateful
         self._lock = threading.Lock()
         self._kept: tuple[JsonValue, str] | None = None
         self.files = FilesForMeta()
@@ -160,6 +162,8 @@ class RunCodeRendering:
         files = self.files.take(_args)
         if files:
             meta["files"] = card_entries(files)
+        if self._stateful():  # the log says so: an export re-runs it in one session too
+            meta["stateful"] = True
         return meta
 
     def _take(self, value: JsonValue) -> str | None:
@@ -202,7 +206,8 @@ def run_code_definition(registry: RegistryView) -> ToolDefinition:
                                 ['"description" must not be blank'])
         return args
 
-    rendering = RunCodeRendering()
+    rendering = RunCodeRendering(
+        stateful=lambda: runtime_is_stateful(registry.code_runtime))
     return ToolDefinition(
         name=RESERVED_NAME, description=RUN_CODE_DESCRIPTION, parameters=RUN_CODE_PARAMETERS,
         output=ToolOutput(schema=RUN_CODE_OUTPUT, render=rendering.content,

@@ -88,7 +88,8 @@ def export_notebook(events: Iterable[SessionEvent] | str | os.PathLike[str],
         raise ValueError("no events to export: the session is empty")
     cells = _Cells(values=values)
     cells.markdown(_title(session, source, values))
-    cells.setup(tools, _recorded_mode(session))
+    cells.setup(tools, _recorded_mode(session), scopes=session.scopes,
+                stateful=session.stateful)
     several = len(session.runs) > 1
     for item in session.items:
         if isinstance(item, Run):
@@ -159,21 +160,36 @@ class _Cells:
         if metadata:
             cell.metadata["dsh_jupyter"] = metadata
 
-    def setup(self, tools: str | None, mode: str) -> None:
+    def setup(self, tools: str | None, mode: str, *, scopes: list[str],
+              stateful: bool) -> None:
+        options = f"mode={mode!r}"
+        if scopes:
+            options += f", scopes={scopes!r}"
+        if stateful:
+            options += ", stateful=True"
         if tools is None:
-            self.markdown(_PLACEHOLDER_NOTE)
-            self.code(_PLACEHOLDER_CODE, tag="dsh-setup")
+            self.markdown(_PLACEHOLDER_NOTE + (_STATEFUL_NOTE if stateful else ""))
+            self.code(_PLACEHOLDER_CODE.replace('"mypackage.tools:registry"',
+                                                f'"mypackage.tools:registry", {options}'),
+                      tag="dsh-setup")
             return
+        runtime = ("a stateful `KernelRuntime` (the session's programs shared a kernel per "
+                   "conversation: a program may use what an earlier one defined)" if stateful
+                   else "a fresh `KernelRuntime`")
+        where = ("Each program below runs again in its conversation's kernel" if stateful
+                 else "Each program below runs again in a fresh kernel")
+        made = (f" The scopes the programs ran in ({', '.join(f'`{s}`' for s in scopes)}) are "
+                "made where the registry has none of that name." if scopes else "")
         self.markdown(f"## Setup\n\nThe tools come from `{tools}`, opened as `dsh-jupyter run "
                       f"--tools` opens them, in `{mode}` mode if the registry offers no "
-                      "`run_code`, with a fresh `KernelRuntime` if it has no code runtime. "
-                      "Each program below runs again in a fresh kernel against them.")
+                      f"`run_code`, with {runtime} if it has no code runtime.{made} "
+                      f"{where} against them.")
         self.code("%load_ext dsh_jupyter\n"
                   "from contextlib import AsyncExitStack\n\n"
                   "from dsh_jupyter.sessions import open_session_registry\n\n"
                   "resources = AsyncExitStack()\n"
                   f"registry = await resources.enter_async_context(\n"
-                  f"    open_session_registry({tools!r}, mode={mode!r}))", tag="dsh-setup")
+                  f"    open_session_registry({tools!r}, {options}))", tag="dsh-setup")
 
     def turn(self, turn: Turn) -> None:
         text = _turn_markdown(turn, values=self.values)
@@ -380,6 +396,9 @@ example with `open_session_registry("mypackage.tools:registry")` (a registry, a 
 returning one, or an async context manager yielding one), or export again with \
 `dsh-jupyter export SESSION.jsonl -o NOTEBOOK.ipynb --tools MODULE:ATTR`. Until then \
 running the notebook stops at that cell."""
+
+_STATEFUL_NOTE = (" The session ran on a stateful runtime (a program may use what an "
+                  "earlier one of its conversation defined): keep `stateful=True`.")
 
 _PLACEHOLDER_CODE = """\
 %load_ext dsh_jupyter

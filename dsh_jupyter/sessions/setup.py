@@ -3,8 +3,9 @@
 An exported notebook's setup cell opens ``MODULE:ATTR`` the way ``dsh-jupyter run
 --tools`` does (a registry or a scope, a function returning one, or an async context
 manager yielding one), then makes it able to run programs: a registry in ``native``
-mode gets the session's mode, and one without a code runtime gets a fresh
-:class:`~dsh_jupyter.kernel.KernelRuntime`, closed with the block::
+mode gets the session's mode, one without a code runtime gets a
+:class:`~dsh_jupyter.kernel.KernelRuntime` (stateful when the session's was), and the
+scopes the programs ran in are made where missing; all closed with the block::
 
     resources = AsyncExitStack()
     registry = await resources.enter_async_context(
@@ -13,7 +14,7 @@ mode gets the session's mode, and one without a code runtime gets a fresh
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterable
 from contextlib import AsyncExitStack, asynccontextmanager
 from typing import Literal
 
@@ -26,11 +27,16 @@ __all__ = ["open_session_registry"]
 @asynccontextmanager
 async def open_session_registry(
         spec: str, *, mode: Literal["code", "both", "discovery"] = "code",
+        scopes: Iterable[str] = (), stateful: bool = False,
 ) -> AsyncIterator[ToolRegistry]:
     """``MODULE:ATTR`` as a registry that runs ``%%run_code`` cells, for the block.
 
-    A bad spec raises :class:`~dsh_jupyter.errors.RegistrationError` saying what was
-    wrong (the CLI's own message, as one line)."""
+    ``scopes``: the scopes the session's programs ran in (``%%run_code --scope NAME``);
+    each one the registry lacks is made (a plain scope: it sees what the registry offers),
+    and disposed with the block. ``stateful``: the runtime made for a registry without one
+    keeps a kernel per conversation, as the recorded session's did (a registry that has its
+    own runtime keeps it). A bad spec raises :class:`~dsh_jupyter.errors.RegistrationError`
+    saying what was wrong (the CLI's own message, as one line)."""
     from ..cli import open_registry
 
     async with AsyncExitStack() as stack:
@@ -41,8 +47,12 @@ async def open_session_registry(
         if registry.mode == "native":
             registry.mode = mode
         if registry.code_runtime is None:
-            from ..kernel import KernelRuntime
+            from ..kernel import KernelRuntime, KernelRuntimeConfig, StatefulConfig
 
-            registry.code_runtime = await stack.enter_async_context(KernelRuntime())
+            config = KernelRuntimeConfig(stateful=StatefulConfig() if stateful else None)
+            registry.code_runtime = await stack.enter_async_context(KernelRuntime(config))
             stack.callback(setattr, registry, "code_runtime", None)
+        for name in scopes:
+            if registry.find_scope(name) is None:
+                stack.callback(registry.scope(name).dispose)
         yield registry

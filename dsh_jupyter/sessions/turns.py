@@ -120,6 +120,18 @@ class Session:
     def programs(self) -> list[Program]:
         return [p for item in self.items if isinstance(item, Turn) for p in item.programs]
 
+    @property
+    def scopes(self) -> list[str]:
+        """The scopes programs ran in, sorted."""
+        return sorted({p.scope for p in self.programs if p.scope is not None})
+
+    @property
+    def stateful(self) -> bool:
+        """Whether its programs ran on a stateful runtime (their results say so), so
+        a program may use what an earlier one of its conversation defined."""
+        return any(p.result is not None and isinstance(meta := p.result.get("meta"), dict)
+                   and meta.get("stateful") is True for p in self.programs)
+
 
 def read_turns(events: Iterable[SessionEvent]) -> Session:
     """The conversation in ``events`` (one or several agent runs, or bare calls)."""
