@@ -296,8 +296,10 @@ async def _lock(lock: asyncio.Lock, signals: tuple[AbortSignal, ...]) -> bool:
 def _lost(result: CodeRunResult, ended: str | None) -> CodeRunResult:
     """A run that ended its session: its failure says the state is lost."""
     failure = result.failure
-    if failure is None:  # a result, but the kernel did not go quiet after it
-        return result
+    if failure is None:  # a result, but the kernel did not go quiet after it: say so now,
+        # or the next program would meet a NameError with no reason given
+        note = f"(dsh-jupyter: the kernel did not go idle after this run; {STATE_LOST})"
+        return dataclasses.replace(result, logs=(*result.logs, note))
     message = failure.message
     if ended == RESET and failure.kind == "kernel-exit":
         message = f"{RESET} while the program ran"

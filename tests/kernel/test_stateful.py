@@ -306,3 +306,19 @@ async def test_a_session_collects_each_runs_new_files_and_keeps_its_inputs(
     # Only what this run changed: b.txt is as the first run left it.
     assert {f.name: f.data for f in second.files} == {"a.txt": b"12"}
     assert (tmp_path / "data.txt").read_text() == "1 2 3"
+
+
+async def test_a_kernel_that_stays_busy_after_a_result_ends_the_session_and_says_so(
+        make_runtime: RuntimeFactory) -> None:
+    """The program returned, but its kernel did not go idle (a callback it left blocks the
+    loop): the kernel cannot be kept, and the run's own logs tell the model so, rather
+    than the next program meeting a NameError with no reason given."""
+    runtime = await make_runtime(stateful=StatefulConfig())
+    busy = await run_in(runtime, "a", (
+        "import time\nasyncio.get_running_loop().call_soon(time.sleep, 5)\n"
+        "x = 1\nreturn x"))
+    assert ok(busy) == 1
+    assert busy.logs[-1].startswith("(dsh-jupyter: the kernel did not go idle after this run;")
+    assert "variables and imports of its earlier runs are lost" in busy.logs[-1]
+    after = await run_in(runtime, "a", "return 'x' in globals()")
+    assert ok(after) is False and after.facts["session.new"] is True
