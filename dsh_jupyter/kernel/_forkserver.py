@@ -201,6 +201,8 @@ class Server:
         os.chdir(request["cwd"])
         os.environ.clear()
         os.environ.update(request["env"])
+        if request.get("confine"):
+            self.confine.tidy_path()
         import resource
 
         for name, value in request.get("limits", {}).items():

@@ -93,6 +93,19 @@ def _load_confine(path: str) -> types.ModuleType:
     return module
 
 
+def _connection_in_memory(command: list[str], plan: dict[str, object]) -> list[str]:
+    """The connection file (in the host directory, which a confined kernel cannot see)
+    copied into a memfd the kernel inherits; the command names that instead."""
+    path = plan.get("connection_file")
+    if not isinstance(path, str):
+        return command
+    with open(path, "rb") as file:
+        data = file.read()
+    memfd = os.memfd_create("kernel.json", 0)  # no CLOEXEC: the kernel reads it after exec
+    os.write(memfd, data)
+    return [arg.replace(path, f"/proc/self/fd/{memfd}") for arg in command]
+
+
 def main(argv: list[str]) -> int:
     limits: list[tuple[int, int, int]] = []
     import resource
@@ -123,7 +136,10 @@ def main(argv: list[str]) -> int:
             _prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
             signal.signal(signal.SIGINT, signal.SIG_DFL)
             if confine is not None:
-                _load_confine(confine[0]).enter(confine[1])  # returns in the confined kernel
+                command = _connection_in_memory(command, confine[1])
+                module = _load_confine(confine[0])
+                module.enter(confine[1])  # returns in the confined kernel
+                module.tidy_path()
             for which, soft, hard in limits:
                 resource.setrlimit(which, (soft, hard))
             # Below the host, whose event loop must stay responsive (see _forkserver's

@@ -1,8 +1,8 @@
 """The opt-in local carrier: tool calls over a private unix socket instead of comms.
 
 Set up while a local kernel is prepared, and only then: the host listens on
-``tools.sock`` inside the kernel's workspace (a 0700 directory; the socket is
-0600) *before* it sends the setup cell, and the setup cell itself (signed, on
+``tools.sock`` inside the kernel's root (a 0700 directory; the socket is 0600 and
+the kernel's) *before* it sends the setup cell, and the setup cell itself (signed, on
 the shell channel, which nobody but the host can write to) carries the path and
 a per-kernel token. The kernel connects and sends the token as its first line;
 the host accepts the first connection presenting it and closes the listener.
@@ -18,10 +18,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import ctypes
 import hmac
 import json
 import os
 import secrets
+import socket
 from typing import Any
 
 from .workspace import Workspace
@@ -38,9 +40,12 @@ class CarrierListener:
     setup cell; :meth:`accept` waits for the kernel and closes the listener."""
 
     def __init__(self, server: asyncio.Server, path: str, token: str,
-                 accepted: asyncio.Future[SocketCarrier], seconds: float) -> None:
+                 accepted: asyncio.Future[SocketCarrier], seconds: float, *,
+                 kernel_path: str) -> None:
         self._server = server
         self.path = path
+        self.kernel_path = kernel_path
+        """Where the kernel connects (its own view of ``path``)."""
         self.token = token
         self._accepted = accepted
         self._seconds = seconds
@@ -50,8 +55,9 @@ class CarrierListener:
     async def open(cls, workspace: Workspace, *, max_message_bytes: int, max_buffered_bytes: int,
                    seconds: float) -> CarrierListener | None:
         """Listen in ``workspace``; ``None`` when its path is too long for a unix socket."""
-        path = workspace.root / "tools.sock"
-        if len(os.fsencode(path)) > MAX_SOCKET_PATH:
+        kernel_path = f"{workspace.kernel.root}/tools.sock"
+        path = workspace.host_path(kernel_path)
+        if max(len(os.fsencode(path)), len(os.fsencode(kernel_path))) > MAX_SOCKET_PATH:
             return None
         token = secrets.token_hex(32)
         accepted: asyncio.Future[SocketCarrier] = asyncio.get_running_loop().create_future()
@@ -67,10 +73,10 @@ class CarrierListener:
             accepted.set_result(SocketCarrier(reader, writer,
                                               max_buffered_bytes=max_buffered_bytes))
 
-        server = await asyncio.start_unix_server(on_connect, path=str(path),
+        listening = await asyncio.to_thread(_bind, path, workspace.kernel_owner)
+        server = await asyncio.start_unix_server(on_connect, sock=listening,
                                                  limit=max_message_bytes)
-        os.chmod(path, 0o600)
-        return cls(server, str(path), token, accepted, seconds)
+        return cls(server, str(path), token, accepted, seconds, kernel_path=kernel_path)
 
     async def accept(self) -> SocketCarrier | None:
         """The kernel's authenticated connection, or ``None`` if none came in time. Closes
@@ -92,6 +98,32 @@ class CarrierListener:
             self._accepted.cancel()
         elif not self._accepted.cancelled() and not self._handed_out:
             self._accepted.result().close()
+
+
+def _bind(path: str, owner: tuple[int, int] | None) -> socket.socket:
+    """A unix socket listening at ``path`` (0600). ``owner``: the ids of a root host's
+    confined kernel, which the socket is made as: its ``/workspace`` belongs to a user
+    namespace that does not map host root, so root cannot make files there (EOVERFLOW).
+    The file-system ids are per thread on Linux: this runs in a worker thread."""
+    listening = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        if owner is None:
+            listening.bind(path)
+        else:
+            libc = ctypes.CDLL(None, use_errno=True)
+            libc.setfsgid(owner[1])
+            libc.setfsuid(owner[0])
+            try:
+                listening.bind(path)
+            finally:
+                libc.setfsuid(0)
+                libc.setfsgid(0)
+        os.chmod(path, 0o600)
+        listening.listen(1)
+    except BaseException:
+        listening.close()
+        raise
+    return listening
 
 
 class SocketCarrier:

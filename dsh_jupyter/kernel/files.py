@@ -37,7 +37,7 @@ import mimetypes
 import os
 import shutil
 import stat
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from types import MappingProxyType
@@ -157,8 +157,10 @@ class OutputCollector:
     """Collects ``outputs/`` of one workspace (see the module docstring). Synchronous file
     work: call it in a thread (``asyncio.to_thread``) once the program has ended."""
 
-    def __init__(self, root: Path, limits: OutputLimits) -> None:
-        self._root = root
+    def __init__(self, open_root: Callable[[], int], limits: OutputLimits) -> None:
+        """``open_root`` opens the kernel's root directory (see ``workspace``) and returns
+        the descriptor, which the collector closes."""
+        self._open_root = open_root
         self._limits = limits
         self._seen: dict[str, tuple[int, int, int]] = {}
 
@@ -214,7 +216,7 @@ class OutputCollector:
         open on a regular file that is safe to read (else ``None`` and ``problem`` says
         why); ``(name, None)`` for an entry past the scan budget."""
         try:
-            root = os.open(self._root, _DIR_FLAGS)
+            root = self._open_root()
         except OSError:
             return
         try:

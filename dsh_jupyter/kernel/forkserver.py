@@ -181,6 +181,10 @@ class ForkKernel:
     def connection_info(self) -> dict[str, Any]:
         return self._info
 
+    @connection_info.setter
+    def connection_info(self, info: dict[str, Any]) -> None:
+        self._info = info
+
     @property
     def root_pid(self) -> int | None:
         return self._pid
@@ -257,16 +261,23 @@ class ForkLauncher:
 
     async def start(self, workspace: Workspace, env: dict[str, str]) -> ForkKernel:
         server = await self.server()
-        info = ipc_connection_info(workspace)
+        info = ipc_connection_info(workspace.kernel.root)
         plan = None if self._confinement is None else confinement_plan(
-            self._confinement, workspace=workspace.root, tmp=workspace.tmp,
-            error_file=workspace.confine_log, inputs=self._config.input_paths,
-            cwd=workspace.cwd)
+            self._confinement, workspace, inputs=self._config.input_paths)
         reply = await server.request(
-            "spawn", connection=info, cwd=str(workspace.cwd), env=env, limits=self._limits,
+            "spawn", connection=info, cwd=workspace.kernel.cwd, env=env, limits=self._limits,
             argv=list(KERNEL_ARGS), confine=plan,
         )
-        return ForkKernel(server, int(reply["pid"]), info)
+        kernel = ForkKernel(server, int(reply["pid"]), info)
+        if plan is not None:
+            try:
+                await workspace.wait_confined(kernel, self._config.startup_seconds)
+            except BaseException:
+                await kernel.kill()
+                await kernel.wait_gone()
+                raise
+            kernel.connection_info = {**info, "ip": workspace.host_path(info["ip"])}
+        return kernel
 
     async def close(self) -> None:
         async with self._lock:
@@ -275,9 +286,9 @@ class ForkLauncher:
                 self._server = None
 
 
-def ipc_connection_info(workspace: Workspace) -> dict[str, Any]:
-    """Connection info for a kernel listening on IPC sockets in its workspace."""
-    info: dict[str, Any] = {"transport": "ipc", "ip": str(workspace.root / "zmq"),
+def ipc_connection_info(kernel_root: str) -> dict[str, Any]:
+    """Connection info for a kernel listening on IPC sockets in its root (as it sees it)."""
+    info: dict[str, Any] = {"transport": "ipc", "ip": f"{kernel_root}/zmq",
                             "key": secrets.token_hex(32), "signature_scheme": "hmac-sha256",
                             "kernel_name": ""}
     for port, name in enumerate(("shell", "iopub", "stdin", "control", "hb"), start=1):

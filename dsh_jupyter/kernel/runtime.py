@@ -208,7 +208,7 @@ class KernelRuntime:
         whose files come back through its connection (see ``remote_files``)."""
         if self.config.gateway is not None:
             return None
-        return OutputCollector(session.workspace.root, self.config.output_limits)
+        return OutputCollector(session.workspace.open_root, self.config.output_limits)
 
     def _fill_pool(self) -> None:
         if self._pool is not None and self._state == "open":

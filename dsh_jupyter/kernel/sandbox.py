@@ -36,16 +36,25 @@ import sys
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from ..errors import DshWarning
 from .files import INPUTS_DIR, input_mounts
+from .seccomp import build_filter
+
+if TYPE_CHECKING:
+    from .workspace import Workspace
 
 CONFINE_SCRIPT = Path(__file__).parent / "_confine.py"
 SYSTEM_PATHS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc")
 """Host paths a confined kernel sees read-only (those that exist)."""
 
 SandboxSetting = Literal["auto", "required"]
+UNPRIVILEGED_IDS = (65534, 65534)
+"""The uid and gid (``nobody``, ``nogroup``) of confined kernels when the host runs as root."""
+KERNEL_HOSTNAME = "dsh-kernel"
+"""The host name a confined kernel sees (its own UTS namespace)."""
+GiB = 1024 * 1024 * 1024
 
 UNCONFINED_EXPOSURE = (
     "a program can read and write every file this user can (other runs' workspaces "
@@ -69,12 +78,17 @@ class SandboxConfig:
       second Python installation); they appear at the same place.
     - ``cpu_seconds``: ``RLIMIT_CPU`` of each kernel process (SIGXCPU at the
       limit, SIGKILL a second later); applies confined or not.
+    - ``workspace_bytes`` / ``workspace_files``: the size of the kernel's
+      ``/workspace`` (a tmpfs: HOME, ``/tmp``, the working directory) and how many
+      files it may hold.
     """
 
     required: bool = False
     network: bool = False
     read_only_paths: tuple[str, ...] = ()
     cpu_seconds: int | None = None
+    workspace_bytes: int = 1 * GiB
+    workspace_files: int = 100_000
 
     def __post_init__(self) -> None:
         for name in ("required", "network"):
@@ -89,6 +103,10 @@ class SandboxConfig:
         if seconds is not None and (isinstance(seconds, bool) or not isinstance(seconds, int)
                                     or seconds < 1):
             raise ValueError(f"cpu_seconds must be an int >= 1 or None, not {seconds!r}")
+        for name, minimum in (("workspace_bytes", 1024 * 1024), ("workspace_files", 64)):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+                raise ValueError(f"{name} must be an int >= {minimum}, not {value!r}")
 
 
 def resolve_sandbox(value: object) -> SandboxConfig | None:
@@ -140,25 +158,58 @@ def interpreter_paths(executable: str | None = None) -> tuple[str, ...]:
     return tuple(dict.fromkeys(os.path.normpath(p) for p in found if p and p != "/"))
 
 
-def confinement_plan(sandbox: SandboxConfig, *, workspace: Path, tmp: Path,
-                     error_file: Path, command: Sequence[str] = (),
-                     inputs: Mapping[str, Path] | None = None,
-                     cwd: Path | None = None) -> dict[str, Any]:
+def kernel_ids() -> tuple[int, int]:
+    """The host uid and gid a confined kernel runs as: the host's own, or, when the host
+    runs as root, :data:`UNPRIVILEGED_IDS` (host root is never mapped into a kernel)."""
+    if os.geteuid() == 0:
+        return UNPRIVILEGED_IDS
+    return os.getuid(), os.getgid()
+
+
+def confinement_plan(sandbox: SandboxConfig, workspace: Workspace, *,
+                     command: Sequence[str] = (),
+                     inputs: Mapping[str, Path] | None = None) -> dict[str, Any]:
     """The plan ``_confine.enter`` carries out for one kernel (plain JSON). ``command``: a
     stock launch's kernel command; its interpreter and the files it names (a kernelspec's
-    script, say) are readable too. Without it, the host's own interpreter. ``inputs``
-    (with the kernel's ``cwd``): bound read-only under ``cwd/inputs`` (see ``files``)."""
+    script, say) are readable too, and its connection file reaches the kernel through
+    the keeper. Without it, the host's own interpreter. ``inputs`` are bound read-only
+    under the kernel's ``work/inputs`` (see ``files``)."""
+    host_dir = str(workspace.root)
     named = [arg for arg in command[1:] if os.path.isabs(arg) and os.path.isfile(arg)
-             and not arg.startswith(str(workspace))]
+             and not arg.startswith(host_dir)]
     static = _readable(sandbox, command[0] if command else None)
-    return {
-        "uid": os.getuid(), "gid": os.getgid(), "network": sandbox.network,
+    paths = workspace.kernel
+    uid, gid = kernel_ids()
+    seed = workspace.seed_home
+    plan: dict[str, Any] = {
+        "uid": uid, "gid": gid, "network": sandbox.network, "hostname": KERNEL_HOSTNAME,
         "read_only": _outermost((*static, *named)) if named else list(static),
-        "workspace": str(workspace),
-        "tmp": str(tmp), "error_file": str(error_file),
-        "inputs_dir": str(cwd / INPUTS_DIR) if inputs and cwd is not None else None,
-        "inputs": input_mounts(cwd, inputs) if inputs and cwd is not None else [],
+        "view": {"root": paths.root, "home": paths.home, "ipython_dir": paths.ipython_dir,
+                 "tmp": paths.tmp, "cwd": paths.cwd, "outputs": paths.outputs},
+        "workspace_bytes": sandbox.workspace_bytes, "workspace_files": sandbox.workspace_files,
+        "seed_home": str(seed) if seed.is_dir() else None,
+        "inputs_dir": f"{paths.cwd}/{INPUTS_DIR}" if inputs else None,
+        "inputs": input_mounts(Path(paths.cwd), inputs) if inputs else [],
+        "error_file": str(workspace.confine_log), "ready_file": str(workspace.ready_file),
     }
+    if command:
+        plan["connection_file"] = str(workspace.connection_file)
+    built = build_filter()
+    plan["seccomp"] = None if isinstance(built, str) else built.encoded
+    plan["landlock"] = landlock_abi() > 0
+    return plan
+
+
+@functools.cache
+def landlock_abi() -> int:
+    """The Landlock ABI version this Linux offers; 0 where it has none (or it is off)."""
+    if not sys.platform.startswith("linux"):
+        return 0
+    import ctypes
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    # landlock_create_ruleset(NULL, 0, LANDLOCK_CREATE_RULESET_VERSION): 444 everywhere.
+    return max(0, int(libc.syscall(444, None, ctypes.c_size_t(0), ctypes.c_uint32(1))))
 
 
 @functools.lru_cache(maxsize=16)

@@ -67,13 +67,16 @@ class KernelSession:
         """Start and prepare a kernel whose workspace goes in ``runtime_dir``. Raises
         :class:`KernelStartError`; on any failure or cancellation everything started is
         torn down first."""
-        workspace = await create_workspace(runtime_dir)
+        confined = bool(getattr(launcher, "confines", False))
+        workspace = await create_workspace(runtime_dir, confined=confined)
         process: KernelProcess | None = None
         connection: KernelChannels | None = None
         listener: CarrierListener | None = None
         try:
-            if config.gateway is None:  # a remote kernel's working directory is remote
-                await _prepare_files(workspace, config, launcher)
+            # A remote kernel's working directory is remote; a confined one's is made by
+            # _confine inside its namespaces.
+            if config.gateway is None and not confined:
+                await _prepare_files(workspace, config)
             try:
                 process = await launcher.start(workspace, workspace.environment(config))
             except Exception as error:
@@ -89,7 +92,7 @@ class KernelSession:
                     workspace, max_message_bytes=config.max_message_bytes,
                     max_buffered_bytes=2 * max(config.max_output_bytes, config.max_call_bytes),
                     seconds=min(1.0, config.startup_seconds))
-            carrier = None if listener is None else (listener.path, listener.token)
+            carrier = None if listener is None else (listener.kernel_path, listener.token)
             setup = setup_cell(carrier, preloaded=launcher.preloads_runtime)
             await session._prepare(setup, listener)
             if config.gateway is not None:
@@ -196,14 +199,12 @@ def _remove_reporting(workspace: Workspace) -> str | None:
     return detail
 
 
-async def _prepare_files(workspace: Workspace, config: KernelRuntimeConfig,
-                         launcher: KernelLauncher) -> None:
-    """``outputs/`` and the inputs in the working directory (see ``files``): bound by
-    confinement when the launcher confines kernels, else copied."""
-    copy = not getattr(launcher, "confines", False)
+async def _prepare_files(workspace: Workspace, config: KernelRuntimeConfig) -> None:
+    """``outputs/`` and a copy of the inputs in an unconfined kernel's working directory
+    (see ``files``; a confined kernel's inputs are bound read-only by ``_confine``)."""
     try:
-        await asyncio.to_thread(prepare_work_directory, workspace.cwd, config.input_paths,
-                                copy=copy)
+        await asyncio.to_thread(prepare_work_directory, Path(workspace.kernel.cwd),
+                                config.input_paths, copy=True)
     except OSError as error:
         raise KernelStartError(f"the run's inputs could not be placed: {error}") from error
 

@@ -137,11 +137,8 @@ class _KeptKernelManager(AsyncKernelManager):
             keeper = (Path(__file__).parent / "_keeper.py").read_text(encoding="utf-8")
             confine: list[str] = []
             if self.confinement is not None and self.workspace is not None:
-                plan = confinement_plan(self.confinement, workspace=self.workspace.root,
-                                        tmp=self.workspace.tmp,
-                                        error_file=self.workspace.confine_log,
-                                        command=command, inputs=self.inputs,
-                                        cwd=self.workspace.cwd)
+                plan = confinement_plan(self.confinement, self.workspace, command=command,
+                                        inputs=self.inputs)
                 confine = ["--confine", str(CONFINE_SCRIPT), json.dumps(plan)]
             return [sys.executable, "-I", "-S", "-c", keeper, *self.keeper_args, *confine,
                     "--", *command]
@@ -159,6 +156,9 @@ class StockKernel:
     def __init__(self, manager: _KeptKernelManager, *, local: bool) -> None:
         self._manager = manager
         self._local = local
+        self.host_ip: str | None = None
+        """Where the host reaches the kernel's IPC sockets, when not where the kernel binds
+        them (a confined kernel's own ``/workspace``)."""
         self._process: subprocess.Popen[bytes] | None = getattr(
             manager.provisioner, "process", None)
         self._killed = False
@@ -167,7 +167,10 @@ class StockKernel:
 
     @property
     def connection_info(self) -> dict[str, Any]:
-        return dict(self._manager.get_connection_info(session=False))
+        info = dict(self._manager.get_connection_info(session=False))
+        if self.host_ip is not None:
+            info["ip"] = self.host_ip
+        return info
 
     @property
     def root_pid(self) -> int | None:
@@ -250,7 +253,8 @@ class StockLauncher:
         # to, and they work from a kernel's own network namespace. Other kernelspecs keep
         # TCP unless confined (not every kernel implements IPC).
         ipc = self._confinement is not None or self._config.kernel_name is None
-        transport = {"transport": "ipc", "ip": str(workspace.root / "zmq")} if ipc else {}
+        ip = f"{workspace.kernel.root}/zmq"
+        transport = {"transport": "ipc", "ip": ip} if ipc else {}
         manager = _KeptKernelManager(
             kernel_name=self._config.kernel_name or DEFAULT_KERNEL_NAME,
             kernel_spec_manager=self._specs,
@@ -262,17 +266,22 @@ class StockLauncher:
         manager.confinement = self._confinement
         manager.workspace = workspace
         manager.inputs = self._config.input_paths
+        # A confined kernel's working directory exists only inside its namespaces: the
+        # keeper starts in the host directory and the kernel is moved there by _confine.
+        cwd = workspace.kernel.cwd if self._confinement is None else str(workspace.root)
         try:
             await manager.start_kernel(
-                env=env, cwd=str(workspace.cwd),
-                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                env=env, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
             )
+            kernel = StockKernel(manager, local=isinstance(manager.provisioner, LocalProvisioner))
+            if self._confinement is not None:
+                await workspace.wait_confined(kernel, self._config.startup_seconds)
+                kernel.host_ip = workspace.host_path(ip)
         except BaseException:
             if manager.has_kernel:
                 await StockKernel(manager, local=True).kill()
             raise
-        local = isinstance(manager.provisioner, LocalProvisioner)
-        return StockKernel(manager, local=local)
+        return kernel
 
     async def close(self) -> None:
         return None

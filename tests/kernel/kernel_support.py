@@ -50,6 +50,14 @@ RuntimeFactory = Callable[..., Awaitable[KernelRuntime]]
 """The type of the ``make_runtime`` fixture: ``await make_runtime(**config)``."""
 
 
+KERNEL_IDENTITY = """\
+import IPython
+return IPython.get_ipython().kernel.session.session
+"""
+"""A program returning which kernel it ran in (ipykernel's session id, random per kernel
+process: a confined kernel's paths are the same in every kernel)."""
+
+
 def host_pids(marker: str) -> list[int]:
     """Live host processes whose command line contains ``marker``. A confined program sees
     PIDs of its own namespace, so tests find its processes by what they run instead."""

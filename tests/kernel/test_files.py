@@ -7,6 +7,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import warnings
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -23,6 +24,11 @@ CONFINED = pytest.param(
     marks=pytest.mark.skipif(confinement_problem() is not None,
                              reason="kernels cannot be confined on this machine"))
 SANDBOXES = [CONFINED, pytest.param(None, id="unconfined")]
+
+
+def opener(root: Path) -> Callable[[], int]:
+    """What a workspace's ``open_root`` is for an unconfined kernel rooted at ``root``."""
+    return lambda: os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
 
 
 @pytest.fixture
@@ -200,7 +206,7 @@ def test_a_collector_returns_only_files_new_or_changed_since_its_last_collection
     """What a kernel kept across runs needs: collect after each run, get that run's files."""
     outputs = tmp_path / "work" / "outputs"
     outputs.mkdir(parents=True)
-    collector = OutputCollector(tmp_path, KernelRuntimeConfig().output_limits)
+    collector = OutputCollector(opener(tmp_path), KernelRuntimeConfig().output_limits)
     (outputs / "a.txt").write_text("one")
     assert [f.name for f in collector.collect().files] == ["a.txt"]
     assert collector.collect().files == ()
@@ -217,7 +223,7 @@ def test_a_collection_is_bounded(tmp_path: Path) -> None:
     (deep / "x").write_text("x")
     for i in range(MAX_LISTED_SKIPPED + 30):
         (outputs / f"f{i:04}").write_text("y")
-    collected = OutputCollector(tmp_path, dataclasses.replace(
+    collected = OutputCollector(opener(tmp_path), dataclasses.replace(
         KernelRuntimeConfig().output_limits, max_files=5)).collect()
     assert sum(f.collected for f in collected.files) == 5
     assert len(collected.files) == 5 + MAX_LISTED_SKIPPED

@@ -44,10 +44,10 @@ def test_seeded_once_then_copied_into_every_workspace(tmp_path: Path) -> None:
     assert copied == [runtime_dir / SEED_HOME / CACHE_IN_HOME / "fontlist-v390.json"]
     first = Workspace.create(runtime_dir)
     second = Workspace.create(runtime_dir)
-    mine = first.home / CACHE_IN_HOME / "fontlist-v390.json"
+    mine = Path(first.kernel.home) / CACHE_IN_HOME / "fontlist-v390.json"
     assert mine.read_text() == '{"fonts": []}'
     mine.write_text("a program's own changes")  # a copy: nothing reaches the others
-    assert (second.home / CACHE_IN_HOME / "fontlist-v390.json").read_text() == \
+    assert (Path(second.kernel.home) / CACHE_IN_HOME / "fontlist-v390.json").read_text() == \
         '{"fonts": []}'
     assert copied[0].read_text() == '{"fonts": []}'
     assert not os.path.samefile(mine, copied[0])
@@ -56,4 +56,4 @@ def test_seeded_once_then_copied_into_every_workspace(tmp_path: Path) -> None:
 def test_nothing_to_seed_is_no_error(tmp_path: Path) -> None:
     assert seed_font_cache(tmp_path / SEED_HOME, build=False, source=tmp_path / "none") == []
     workspace = Workspace.create(tmp_path)
-    assert sorted(p.name for p in workspace.home.iterdir()) == [".ipython"]
+    assert sorted(p.name for p in Path(workspace.kernel.home).iterdir()) == [".ipython"]

@@ -61,10 +61,12 @@ return {"env": dict(os.environ), "cwd": os.getcwd()}
     assert "DSH_SECRET" not in env
     assert env["LC_DSH_TEST"] == "kept" and env["DSH_GIVEN"] == "yes"
     assert env["IPYTHONDIR"].startswith(env["HOME"])
-    assert env["TMPDIR"] != "/tmp"
     assert isinstance(result.value["cwd"], str)
     home, cwd = Path(env["HOME"]), Path(result.value["cwd"])
     assert cwd.parent == home.parent  # one private workspace (removal: see below)
+    # The temp directory is private too: the workspace's own, which is /tmp when confined.
+    assert env["TMPDIR"] in ("/tmp", str(home.parent / "tmp"))
+    assert (env["TMPDIR"] == "/tmp") == (str(cwd) == "/workspace/work")
     assert not any(key.startswith("JUPYTER") and key != "JPY_PARENT_PID" for key in env)
     captured = capfd.readouterr()
     assert "RAW-STD" not in captured.out + captured.err  # kernel output never reaches the host
@@ -77,19 +79,20 @@ builtins.leaked = 1
 json.leaked = 2
 with open("marker.txt", "w") as f:
     f.write("x")
-return os.getcwd()
+return get_ipython().kernel.session.session
 """
     second = """\
 import builtins, json, os
 return {"builtins": hasattr(builtins, "leaked"), "module": hasattr(json, "leaked"),
-        "file": os.path.exists("marker.txt"), "cwd": os.getcwd()}
+        "file": os.path.exists("marker.txt"), "kernel": get_ipython().kernel.session.session}
 """
     one = await run(runtime, first)
     two = await run(runtime, second)
     assert one.failure is None and two.failure is None
     assert isinstance(two.value, dict)
-    assert two.value == {"builtins": False, "module": False, "file": False, "cwd": two.value["cwd"]}
-    assert two.value["cwd"] != one.value  # another kernel, in another workspace
+    assert two.value == {"builtins": False, "module": False, "file": False,
+                         "kernel": two.value["kernel"]}
+    assert two.value["kernel"] != one.value  # another kernel (with a workspace of its own)
 
 
 async def test_nothing_outlives_the_runtime(make_runtime: RuntimeFactory) -> None:

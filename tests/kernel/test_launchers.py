@@ -12,7 +12,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from kernel_support import Recorder, RuntimeFactory, gone, run
+from kernel_support import (
+    KERNEL_IDENTITY,
+    Recorder,
+    RuntimeFactory,
+    gone,
+    run,
+)
 
 from dsh_jupyter.kernel import KernelRuntime, proctree
 from dsh_jupyter.kernel.launch import KernelProcess
@@ -87,7 +93,7 @@ async def test_pool_hands_out_each_kernel_once(make_runtime: RuntimeFactory) -> 
     runtime = await make_runtime(pool_size=2)
     workspaces = []
     for _ in range(4):
-        result = await run(runtime, "import os\nreturn os.getcwd()")
+        result = await run(runtime, KERNEL_IDENTITY)
         assert result.failure is None
         workspaces.append(result.value)
     assert len(set(workspaces)) == 4
@@ -99,12 +105,13 @@ async def test_pool_skips_dead_kernels(make_runtime: RuntimeFactory) -> None:
     assert pool is not None
     await pool.wait_filled()
     victim = pool._ready[0].process.root_pid
-    victim_cwd = str(pool._ready[0].workspace.cwd)
+    victim_session = pool._ready[0]
     assert victim is not None
     os.kill(victim, signal.SIGKILL)
-    assert await seen_dead(pool._ready[0].process)
-    result = await run(runtime, "import os\nreturn os.getcwd()")
-    assert result.failure is None and result.value != victim_cwd
+    assert await seen_dead(victim_session.process)
+    result = await run(runtime, KERNEL_IDENTITY)
+    assert result.failure is None and isinstance(result.value, str)
+    assert victim_session not in pool._ready
 
 
 async def test_dispose_kills_pooled_kernels(make_runtime: RuntimeFactory) -> None:
@@ -168,7 +175,7 @@ async def test_fork_server_cleans_up_after_a_vanished_host() -> None:
     config = KernelRuntimeConfig()
     directory = create_runtime_directory()
     launcher = ForkLauncher(config, directory, config.confinement)
-    workspace = Workspace.create(directory)
+    workspace = Workspace.create(directory, confined=config.confinement is not None)
     kernel = await launcher.start(workspace, workspace.environment(config))
     pid = kernel.root_pid
     assert pid is not None

@@ -13,7 +13,6 @@ from __future__ import annotations
 import asyncio
 import builtins
 import gc
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -85,10 +84,35 @@ for name, path in {paths!r}.items():
             probe.connect(path + "/zmq-1")
             return "connected"
     attempt(name + " shell socket", connect)
-attempt("runtime directory", lambda: os.listdir(os.path.dirname(os.path.dirname(os.getcwd()))))
+attempt("root", lambda: sorted(os.listdir("/")))
+attempt("tmp", lambda: sorted(os.listdir("/tmp")))
+attempt("workspace", lambda: sorted(os.listdir("/workspace")))
 attempt("processes", lambda: sorted(int(p) for p in os.listdir("/proc") if p.isdigit()))
 return seen
 """
+
+
+def targets(session: KernelSession) -> dict[str, str]:
+    """Where a kernel's files are, as the host knows it: its host directory (a stock
+    launch's connection file, the confinement FIFO) and its own root through the process
+    that confined it."""
+    workspace = session.workspace
+    return {"host directory": str(workspace.root),
+            "kernel root": f"/proc/{workspace.confiner_pid}/root/workspace"}
+
+
+def assert_out_of_reach(seen: dict[str, Any], names: list[str]) -> None:
+    for name in names:
+        assert seen[f"{name} listing"] == "FileNotFoundError", seen
+        assert seen[f"{name} connection file"] == "FileNotFoundError", seen
+        assert seen[f"{name} shell socket"] == "FileNotFoundError", seen
+    # Its own root: the system, the interpreter, its own /workspace; no runtime directory,
+    # no other kernel's files.
+    assert {"proc", "tmp", "usr", "workspace"} <= set(seen["root"]), seen
+    assert not [name for name in seen["root"] if name.startswith("dsh")], seen
+    assert seen["tmp"] == [], seen
+    assert seen["workspace"] == ["home", "tmp", "work", *(f"zmq-{n}" for n in range(1, 6))]
+    assert seen["processes"] == [1, 2]
 
 
 async def test_a_concurrent_run_and_the_pool_are_out_of_reach(harness: Harness) -> None:
@@ -101,20 +125,19 @@ async def test_a_concurrent_run_and_the_pool_are_out_of_reach(harness: Harness) 
     victim = Victim()
     victim_registry, victim_log = code_registry(runtime, *victim.tools())
     victim_run = asyncio.ensure_future(run_code(victim_registry, Victim.PROGRAM, call_id="victim"))
-    victim_cwd = await asyncio.wait_for(victim.cwd, 30)
-    pooled = runtime._pool._ready[-1].workspace.root  # the attacker takes the oldest
-    paths = {"victim": str(Path(victim_cwd).parent), "pool": str(pooled)}
+    assert await asyncio.wait_for(victim.cwd, 30) == "/workspace/work"
+    [victim_session] = [s for s in live_sessions() if s.used]
+    pooled = runtime._pool._ready[-1]  # the attacker takes the oldest
+    paths = {f"victim {key}": path for key, path in targets(victim_session).items()}
+    paths.update({f"pool {key}": path for key, path in targets(pooled).items()})
     attacker_registry, _ = code_registry(runtime)
-    attacked = await run_code(attacker_registry, SNOOP.format(paths=paths), call_id="attacker")
+    try:
+        attacked = await run_code(attacker_registry, SNOOP.format(paths=paths),
+                                  call_id="attacker")
+    finally:
+        victim.release.set()
     assert attacked.error is None, attacked.error
-    seen = returned_by(attacked)
-    for name in paths:
-        assert seen[f"{name} listing"] == "FileNotFoundError", seen
-        assert seen[f"{name} connection file"] == "FileNotFoundError", seen
-        assert seen[f"{name} shell socket"] == "FileNotFoundError", seen
-    assert len(seen["runtime directory"]) == 1  # its own workspace, no other
-    assert seen["processes"] == [1, 2]
-    victim.release.set()
+    assert_out_of_reach(returned_by(attacked), list(paths))
     result = await victim_run
     assert result.error is None and returned_by(result) == [0, 1, 2, 3, 4]
     assert victim.counted == [0, 1, 2, 3, 4]
@@ -223,7 +246,10 @@ async def test_a_pooled_kernel_that_saw_foreign_traffic_is_discarded(
     await runtime._pool.wait_filled()
     pooled = runtime._pool._ready[0]
     info = pooled.process.connection_info
-    stolen = {"ip": info["ip"], "shell_port": info["shell_port"], "key": info["key"]}
+    # The confined kernel's sockets, as an unconfined program of the host's user reaches
+    # them: through the root of the process that confined it.
+    ip = f"/proc/{pooled.workspace.confiner_pid}/root/workspace/zmq"
+    stolen = {"ip": ip, "shell_port": info["shell_port"], "key": info["key"]}
     attacker_registry, _ = code_registry(await harness.runtime(sandbox=None))
     planted = await run_code(attacker_registry, PLANT.format(stolen=stolen), call_id="attacker")
     assert planted.error is None and returned_by(planted) == "ok"
@@ -233,7 +259,7 @@ async def test_a_pooled_kernel_that_saw_foreign_traffic_is_discarded(
     assert result.error is None, result.error
     value = returned_by(result)
     assert value[0] is False, "the planted code ran in the next run"
-    assert value[1] != str(pooled.workspace.cwd)
+    assert pooled._closed  # discarded, not handed out
     assert "saw traffic other than the host's" in caplog.text
     assert not hasattr(builtins, "dsh_planted")
     assert not await harness.finish()
@@ -251,20 +277,20 @@ async def test_stateful_sessions_are_out_of_each_others_reach(harness: Harness) 
     assert kept.error is None, kept.error
     program = Victim.PROGRAM.replace("return answers", "return [answers, secret]")
     victim_run = asyncio.ensure_future(run_code(victim_registry, program, call_id="v2"))
-    victim_cwd = await asyncio.wait_for(victim.cwd, 30)
-    paths = {"victim": str(Path(victim_cwd).parent)}
+    await asyncio.wait_for(victim.cwd, 30)
+    [victim_session] = [s for s in live_sessions() if s.used]
+    paths = {f"victim {key}": path for key, path in targets(victim_session).items()}
     attacker_registry, _ = code_registry(runtime)
-    attacked = await run_code(attacker_registry, "found = 'secret' in globals()\n"
-                              + SNOOP.format(paths=paths), call_id="attacker")
+    try:
+        attacked = await run_code(attacker_registry, "found = 'secret' in globals()\n"
+                                  + SNOOP.format(paths=paths), call_id="attacker")
+        again = await run_code(attacker_registry, "return [found, sorted(seen)[0]]",
+                               call_id="a2")
+    finally:
+        victim.release.set()
     assert attacked.error is None, attacked.error
-    seen = returned_by(attacked)
-    assert seen["victim listing"] == "FileNotFoundError", seen
-    assert seen["victim connection file"] == "FileNotFoundError", seen
-    assert seen["victim shell socket"] == "FileNotFoundError", seen
-    assert len(seen["runtime directory"]) == 1 and seen["processes"] == [1, 2]
-    again = await run_code(attacker_registry, "return [found, sorted(seen)[0]]", call_id="a2")
+    assert_out_of_reach(returned_by(attacked), list(paths))
     assert returned_by(again) == [False, "processes"]  # its own state, not the victim's
-    victim.release.set()
     result = await victim_run
     assert result.error is None and returned_by(result) == [[0, 1, 2, 3, 4], "victim-only"]
     assert len(runtime.sessions) == 2
