@@ -4,6 +4,7 @@
     dsh-jupyter run PROGRAM.py --tools MODULE:ATTR [--mode code|both] [--json]
     dsh-jupyter sdk --tools MODULE:ATTR [--scope NAME]     # ATTR may be an async context manager
     dsh-jupyter serve-mcp --tools MODULE:ATTR [--mode native|code|both] [--http HOST:PORT]
+                          [--token TOKEN] [--allow-host NAME ...]
     dsh-jupyter eval [--modes MODE ...] [-p NAME VALUE] [--param-file FILE] [-o DIR]
     dsh-jupyter export SESSION.jsonl -o NOTEBOOK.ipynb [--tools MODULE:ATTR] [--no-values]
 """
@@ -69,7 +70,13 @@ def main(argv: Sequence[str] | None = None) -> int:
                             "(PORT alone binds 127.0.0.1)")
     serve.add_argument("--token", default=None,
                        help="bearer token HTTP requests must carry (default: $DSH_MCP_TOKEN; "
-                            "generated and printed when bound beyond loopback)")
+                            "generated and printed when bound to any address but 127.0.0.1, "
+                            "::1 or localhost)")
+    serve.add_argument("--allow-host", metavar="NAME", action="append", default=[],
+                       dest="allow_hosts",
+                       help="also answer requests whose Host is NAME (any port), e.g. the "
+                            "name a reverse proxy forwards; repeatable (default: only the "
+                            "bound address and port, and localhost on 127.0.0.1 or ::1)")
     serve.add_argument("--name", default="dsh-jupyter", help="the server name clients see")
     evaluate = commands.add_parser("eval", help="run the evaluation notebook through papermill")
     add_eval_arguments(evaluate)

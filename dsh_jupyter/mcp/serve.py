@@ -21,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import secrets
+from collections.abc import Sequence
 from contextlib import AsyncExitStack
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Self
@@ -29,7 +30,7 @@ from ..errors import RegistrationError
 from ..registry.policy import ApprovalService
 from ..registry.registry import ToolRegistry
 from ..registry.scope import MODES, AgentScope, PresentationMode
-from .serve_http import is_loopback
+from .serve_http import allowed_host, needs_token
 
 if TYPE_CHECKING:
     from mcp.server import Server
@@ -51,6 +52,7 @@ def serve_mcp(
     mode: PresentationMode | None = None,
     http: str | None = None,
     token: str | None = None,
+    allow_hosts: Sequence[str] = (),
     name: str = "dsh-jupyter",
     approval_fallback: ApprovalService | None = None,
     answer_timeout: float = 600.0,
@@ -61,9 +63,13 @@ def serve_mcp(
     ``http`` it speaks MCP on this process's stdin and stdout (what an MCP client that
     starts the server as a command expects); with ``http="HOST:PORT"`` it serves
     streamable HTTP at ``http://HOST:PORT/mcp`` (``http="PORT"`` binds 127.0.0.1; port 0
-    picks a free port: ``service.url``). Bound to an address other than loopback it requires
+    picks a free port: ``service.url``). Bound to any address but 127.0.0.1, ::1 or
+    localhost (127.0.0.2, 0.0.0.0, a LAN address) it requires
     ``Authorization: Bearer <token>`` and generates ``token`` when none is given
-    (``service.token``); on loopback a given token is required too.
+    (``service.token``); on those three a given token is required too. A request's ``Host``
+    (and a browser's ``Origin``) must name the address it reached with the port served, or
+    one of ``allow_hosts`` (names, such as the one a reverse proxy forwards): this stops DNS
+    rebinding (421 for a Host, 403 for an Origin).
 
     ``mode`` overrides the presentation while serving (``"native"``, ``"code"``,
     ``"both"`` or ``"discovery"``). Every call runs through the registry's pipeline; an
@@ -83,21 +89,27 @@ def serve_mcp(
         raise RegistrationError("token must be a non-empty string")
     if token is not None and http is None:
         raise RegistrationError("token applies to http= serving; stdio has no network peer")
-    if http is not None and token is None and not is_loopback(host):
+    if isinstance(allow_hosts, str):
+        raise RegistrationError(f"allow_hosts is a list of names, got {allow_hosts!r}")
+    if allow_hosts and http is None:
+        raise RegistrationError("allow_hosts applies to http= serving")
+    hosts = tuple(allowed_host(name) for name in allow_hosts)
+    if http is not None and token is None and needs_token(host):
         token = secrets.token_urlsafe(32)
     if not answer_timeout > 0:
         raise RegistrationError(f"answer_timeout must be a positive number of seconds, "
                                 f"got {answer_timeout!r}")
     return McpService(target, mode=mode, host=host if http is not None else None, port=port,
-                      token=token, name=name, approval_fallback=approval_fallback,
-                      answer_timeout=answer_timeout)
+                      token=token, allow_hosts=hosts, name=name,
+                      approval_fallback=approval_fallback, answer_timeout=answer_timeout)
 
 
 class McpService:
     """A registry being served over MCP; build it with :func:`serve_mcp`."""
 
     def __init__(self, target: ToolRegistry | AgentScope, *, mode: PresentationMode | None,
-                 host: str | None, port: int, token: str | None, name: str,
+                 host: str | None, port: int, token: str | None,
+                 allow_hosts: tuple[str, ...], name: str,
                  approval_fallback: ApprovalService | None, answer_timeout: float) -> None:
         self._scope = target if isinstance(target, AgentScope) else None
         registry = target._registry
@@ -106,9 +118,10 @@ class McpService:
         self._mode = mode
         self._host = host
         self._port = port
+        self._allow_hosts = allow_hosts
         self.token = token
-        """The bearer token HTTP requests must carry, or ``None`` (stdio, or loopback
-        without a token)."""
+        """The bearer token HTTP requests must carry, or ``None`` (stdio, or 127.0.0.1, ::1
+        or localhost without a token)."""
         self._name = name
         self._fallback = approval_fallback
         self._answer_timeout = answer_timeout
@@ -225,11 +238,16 @@ class McpService:
             await server.run(read, write, server.create_initialization_options())
 
     async def _start_http(self, server: Server[Any]) -> None:
+        from mcp.server.transport_security import TransportSecuritySettings
+
         from .serve_http import HttpTransport
 
         assert self._host is not None
-        http = HttpTransport(server.streamable_http_app(host=self._host), self._host,
-                             self._port, self.token)
+        # HttpTransport checks Host and Origin for every bind; the SDK's own check knows only
+        # 127.0.0.1, localhost and ::1 and would refuse the allowed names.
+        unchecked = TransportSecuritySettings(enable_dns_rebinding_protection=False)
+        app = server.streamable_http_app(host=self._host, transport_security=unchecked)
+        http = HttpTransport(app, self._host, self._port, self.token, self._allow_hosts)
         self.url = http.url
         self._transport = await http.start()
         self._http = http

@@ -25,10 +25,12 @@ def run_serve(open_target: Callable[[], AbstractAsyncContextManager[ToolRegistry
               options: argparse.Namespace) -> int:
     """Serve what ``open_target()`` yields (a registry or scope, entered for the whole
     serving, so one whose tools come from MCP servers works too) as ``options`` say
-    (``--mode``, ``--http``, ``--token``, ``--name``)."""
+    (``--mode``, ``--http``, ``--token``, ``--allow-host``, ``--name``)."""
     token = options.token
     if token is not None and options.http is None:
         raise SystemExit("--token applies to --http serving")
+    if options.allow_hosts and options.http is None:
+        raise SystemExit("--allow-host applies to --http serving")
     if token is None and options.http is not None:
         token = os.environ.get(TOKEN_ENV) or None
     try:
@@ -47,7 +49,7 @@ async def _serve(open_target: Callable[[], AbstractAsyncContextManager[ToolRegis
         async with open_target() as target:
             try:
                 service = serve_mcp(target, mode=options.mode, http=options.http, token=token,
-                                    name=options.name)
+                                    allow_hosts=options.allow_hosts, name=options.name)
             except DshError as exc:
                 raise SystemExit(f"serve-mcp: {exc}") from None
             generated = options.http is not None and token is None and service.token is not None

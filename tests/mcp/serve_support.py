@@ -56,6 +56,7 @@ def served_registry() -> ToolRegistry:
     @registry.tool
     async def forecast(city: str) -> Forecast:
         """Tomorrow's forecast for a city."""
+        _record(f"forecast {city}")
         return Forecast(city=city, high_c={"Oslo": 14.5, "Rome": 24.0}.get(city, 20.0))
 
     @registry.tool
@@ -176,6 +177,36 @@ def http_serve(log: Path, *options: str) -> Iterator[HttpServe]:
         yield server
     finally:
         server.stop()
+
+
+async def browser_posts(url: str, *, host: str, origin: str | None = None,
+                        token: str | None = None) -> tuple[int, int]:
+    """The status codes of what a web page's script can POST to ``url`` when its browser
+    says ``Host: host`` and ``Origin: origin``, as after DNS rebinding (the page's own name
+    now resolving to the server): a 2026-era ``tools/call`` of ``forecast`` (one request;
+    the city is ``host``, so a served fact ``forecast <host>`` shows that it ran) and a
+    handshake-era ``initialize``. ``token``, if given, is sent as a bearer token."""
+    import httpx2
+
+    headers = {"accept": "application/json, text/event-stream", "host": host}
+    if origin is not None:
+        headers["origin"] = origin
+    if token is not None:
+        headers["authorization"] = f"Bearer {token}"
+    meta = {"io.modelcontextprotocol/protocolVersion": "2026-07-28",
+            "io.modelcontextprotocol/clientInfo": {"name": "page", "version": "1"},
+            "io.modelcontextprotocol/clientCapabilities": {}}
+    call = {"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+            "params": {"name": "forecast", "arguments": {"city": host}, "_meta": meta}}
+    initialize = {"jsonrpc": "2.0", "id": 1, "method": "initialize",
+                  "params": {"protocolVersion": "2025-06-18", "capabilities": {},
+                             "clientInfo": {"name": "page", "version": "1"}}}
+    async with httpx2.AsyncClient(timeout=30.0) as http:
+        called = await http.post(url, json=call, headers={
+            **headers, "mcp-protocol-version": "2026-07-28", "mcp-method": "tools/call",
+            "mcp-name": "forecast"})
+        initialized = await http.post(url, json=initialize, headers=headers)
+    return called.status_code, initialized.status_code
 
 
 def stdio_params(log: Path, *options: str, tools: str = "serve_support:served_registry") -> Any:

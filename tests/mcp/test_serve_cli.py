@@ -18,6 +18,19 @@ def test_bad_http_address_is_explained() -> None:
         main(["serve-mcp", "--tools", "serve_support:served_registry", "--http", "host:port"])
 
 
+def test_allow_host_without_http_is_refused() -> None:
+    with pytest.raises(SystemExit, match="--allow-host applies to --http"):
+        main(["serve-mcp", "--tools", "serve_support:served_registry",
+              "--allow-host", "mcp.example.com"])
+
+
+def test_a_bad_allowed_host_is_explained() -> None:
+    with pytest.raises(SystemExit, match=r"serve-mcp: allowed host 'mcp\.example\.com:443': "
+                                         r"expected a host name or an IP address"):
+        main(["serve-mcp", "--tools", "serve_support:served_registry", "--http", "0",
+              "--allow-host", "mcp.example.com:443"])
+
+
 def test_tools_may_name_a_registry_or_a_scope_but_nothing_else() -> None:
     scope = load_tools("serve_support:served_scope")
     assert isinstance(scope, AgentScope) and scope.name == "analyst"

@@ -1,6 +1,7 @@
 """``dsh-jupyter serve-mcp --http`` driven by the official MCP client over streamable HTTP:
-the bearer token off loopback (401 without it), and calls, elicitation, cancellation and
-progress in both protocol eras."""
+the bearer token anywhere but 127.0.0.1, ::1 and localhost (401 without it), DNS rebinding
+refused (421, 403), and calls, elicitation, cancellation and progress in both protocol
+eras."""
 
 from __future__ import annotations
 
@@ -19,7 +20,7 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.types import ElicitResult, TextContent
 from mcp_support import eventually
-from serve_support import http_serve, served_facts
+from serve_support import browser_posts, http_serve, served_facts
 
 pytestmark = pytest.mark.timeout(120)
 LIST = {"jsonrpc": "2.0", "id": 1, "method": "tools/list"}
@@ -35,6 +36,12 @@ async def connected(url: str, token: str | None = None, **client: Any) -> AsyncI
         yield session
 
 
+def authority(url: str) -> tuple[str, int]:
+    """``http://HOST:PORT/mcp`` as (``HOST:PORT``, PORT)."""
+    here = url.split("/")[2]
+    return here, int(here.rsplit(":", 1)[1])
+
+
 def text(result: Any) -> str:
     block = result.content[0]
     assert isinstance(block, TextContent)
@@ -42,21 +49,76 @@ def text(result: Any) -> str:
 
 
 async def test_bound_beyond_loopback_it_requires_the_bearer_token(tmp_path: Path) -> None:
-    with http_serve(tmp_path / "facts", "--http", "0.0.0.0:0") as server:
+    facts = tmp_path / "facts"
+    with http_serve(facts, "--http", "0.0.0.0:0") as server:
         assert server.url.startswith("http://0.0.0.0:")
         assert server.token  # generated and printed
         url = server.url.replace("0.0.0.0", "127.0.0.1")
+        _, port = authority(url)
         async with httpx2.AsyncClient() as http:
             anonymous = await http.post(url, json=LIST, headers=ACCEPT)
             wrong = await http.post(url, json=LIST,
                                     headers={**ACCEPT, "Authorization": "Bearer nope"})
+        # Even with the token (a page cannot have it), a rebound name is misdirected.
+        rebound = await browser_posts(url, host=f"attacker.example:{port}",
+                                      origin=f"http://attacker.example:{port}",
+                                      token=server.token)
         async with connected(url, server.token) as client:
             names = [tool.name for tool in (await client.list_tools()).tools]
             added = await client.call_tool("add", {"a": 2, "b": 5})
     assert server.process.returncode == 0  # SIGTERM stops it cleanly
     assert anonymous.status_code == 401 and wrong.status_code == 401
     assert anonymous.headers["www-authenticate"] == "Bearer"
+    assert rebound == (421, 421) and served_facts(facts) == []
     assert "add" in names and text(added) == "7"
+
+
+async def test_on_127_0_0_2_a_token_is_required_and_a_rebound_page_is_misdirected(
+        tmp_path: Path) -> None:
+    # 127.0.0.2 is loopback, but not one of the three local names: a token is generated,
+    # and Host must be 127.0.0.2:PORT (the SDK's own check left this bind unchecked).
+    facts = tmp_path / "facts"
+    with http_serve(facts, "--http", "127.0.0.2:0") as server:
+        assert server.url.startswith("http://127.0.0.2:")
+        here, port = authority(server.url)
+        page = f"attacker.example:{port}"
+        rebound = await browser_posts(server.url, host=page, origin=f"http://{page}")
+        with_token = await browser_posts(server.url, host=page, origin=f"http://{page}",
+                                         token=server.token)
+        local_name = await browser_posts(server.url, host=f"localhost:{port}",
+                                         token=server.token)
+        anonymous = await browser_posts(server.url, host=here)
+        async with connected(server.url, server.token) as client:
+            forecast = await client.call_tool("forecast", {"city": "Oslo"})
+    assert rebound == with_token == (421, 421)  # the Host decides, token or not
+    assert server.token  # generated and printed
+    assert local_name == (421, 421)  # localhost is 127.0.0.1 or ::1, never 127.0.0.2
+    assert anonymous == (401, 401)
+    assert forecast.structured_content == {"city": "Oslo", "high_c": 14.5}
+    assert served_facts(facts) == ["forecast Oslo"]  # the refused calls never ran
+
+
+async def test_on_127_0_0_1_host_and_origin_must_name_this_server_and_port(
+        tmp_path: Path) -> None:
+    facts = tmp_path / "facts"
+    with http_serve(facts, "--http", "127.0.0.1:0") as server:
+        assert server.token is None  # 127.0.0.1 needs none
+        here, port = authority(server.url)
+        other = 8888 if port != 8888 else 8889  # another local web app (JupyterLab, say)
+        page = f"attacker.example:{port}"
+        rebound = await browser_posts(server.url, host=page, origin=f"http://{page}")
+        other_port = await browser_posts(server.url, host=f"127.0.0.1:{other}")
+        other_app = await browser_posts(server.url, host=here, origin=f"http://localhost:{other}")
+        own_page = await browser_posts(server.url, host=f"localhost:{port}",
+                                       origin=f"http://localhost:{port}")
+        async with connected(server.url) as client:
+            forecast = await client.call_tool("forecast", {"city": "Oslo"})
+    assert rebound == (421, 421)
+    assert other_port == (421, 421)  # the SDK's list took 127.0.0.1 on any port
+    assert other_app == (403, 403)  # ... and an Origin of localhost on any port
+    assert own_page == (200, 200)  # a page this server served may call it
+    assert forecast.structured_content == {"city": "Oslo", "high_c": 14.5}
+    assert served_facts(facts) == [f"forecast localhost:{port}", "forecast Oslo"]
 
 
 async def test_a_given_token_is_required_on_loopback_too(tmp_path: Path) -> None:
