@@ -69,6 +69,18 @@ def served_registry() -> ToolRegistry:
         return "done"
 
     @registry.tool
+    async def sleepy(tag: str) -> str:
+        """Sleep 30 s without looking at the signal (records start, cancel and finish)."""
+        _record(f"start {tag}")
+        try:
+            await asyncio.sleep(30)
+        except asyncio.CancelledError:
+            _record(f"cancelled {tag}")
+            raise
+        _record(f"finish {tag}")
+        return "slept"
+
+    @registry.tool
     async def delete_file(path: str) -> str:
         """Delete a file (asks for approval first)."""
         _record(f"deleted {path}")
