@@ -2,7 +2,10 @@
 in the caller's event loop, behind a bearer token when one is set.
 
 uvicorn's own signal handlers are left out: the ``async with serve_mcp(...)`` block (or the
-``serve-mcp`` command) decides when the server stops.
+``serve-mcp`` command) decides when the server stops. Stopping first tells every request
+still open that its client went away (:class:`DisconnectOnStop`), so a session's SSE
+stream ends on its own instead of being cancelled by uvicorn after its graceful timeout,
+which took 5 s and printed a traceback.
 """
 
 from __future__ import annotations
@@ -17,7 +20,7 @@ from typing import Any
 
 from ..errors import RegistrationError
 
-__all__ = ["BearerTokenApp", "HttpTransport", "is_loopback"]
+__all__ = ["BearerTokenApp", "DisconnectOnStop", "HttpTransport", "is_loopback"]
 
 Scope = MutableMapping[str, Any]
 Receive = Callable[[], Awaitable[MutableMapping[str, Any]]]
@@ -30,7 +33,8 @@ class HttpTransport:
     construction, so port 0 resolves to a free port at once."""
 
     def __init__(self, app: Any, host: str, port: int, token: str | None) -> None:
-        self._app = BearerTokenApp(app, token) if token is not None else app
+        self._open = DisconnectOnStop(app)
+        self._app = BearerTokenApp(self._open, token) if token is not None else self._open
         family = socket.AF_INET6 if ":" in host else socket.AF_INET
         self._socket = socket.socket(family, socket.SOCK_STREAM)
         try:
@@ -59,7 +63,9 @@ class HttpTransport:
         return task
 
     def stop(self) -> None:
-        """Ask uvicorn to stop (it closes connections, waiting at most 5 s for requests)."""
+        """End the open requests' streams, and ask uvicorn to stop (it closes connections,
+        waiting at most 5 s for requests)."""
+        self._open.stop()
         if self._server is not None:
             self._server.should_exit = True
 
@@ -77,6 +83,50 @@ def _quiet_server(config: Any) -> Any:
             yield
 
     return QuietServer(config)
+
+
+class DisconnectOnStop:
+    """ASGI middleware: once :meth:`stop` is called, an HTTP request that has read its whole
+    body and waits for more from its client is told the client disconnected
+    (``http.disconnect``). A long-lived response (the SSE stream a handshake-era session
+    keeps open) waits for exactly that and ends cleanly, so uvicorn's shutdown need not
+    cancel it; a request still reading its body reads it as sent."""
+
+    def __init__(self, app: Any) -> None:
+        self._app = app
+        self._stopping = asyncio.Event()
+
+    def stop(self) -> None:
+        self._stopping.set()
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self._app(scope, receive, send)
+            return
+
+        body_read = False
+
+        async def receive_until_stopped() -> MutableMapping[str, Any]:
+            nonlocal body_read
+            if not body_read:
+                received = await receive()
+                body_read = received["type"] != "http.request" or not received.get("more_body")
+                return received
+            if self._stopping.is_set():
+                return {"type": "http.disconnect"}
+            message = asyncio.ensure_future(receive())
+            stopping = asyncio.ensure_future(self._stopping.wait())
+            try:
+                await asyncio.wait({message, stopping}, return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                stopping.cancel()
+                if not message.done():
+                    message.cancel()
+            if message.done() and not message.cancelled():
+                return message.result()
+            return {"type": "http.disconnect"}
+
+        await self._app(scope, receive_until_stopped, send)
 
 
 class BearerTokenApp:
