@@ -14,8 +14,6 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -23,37 +21,14 @@ import pytest
 
 pytest.importorskip("mcp.client")  # "mcp" alone could resolve to this tests/mcp folder
 
-import httpx2
-from mcp import Client, stdio_client
-from mcp.client.streamable_http import streamable_http_client
+from mcp import Client
 from mcp.types import TextContent
 from mcp_support import eventually, pids_running
-from serve_support import HttpServe, http_serve, served_facts, stdio_params
+from serve_support import HttpServe, http_client, served_client, served_facts
 
 pytestmark = pytest.mark.timeout(180)
 CANCELLED_WITHIN = 2.0  # seconds from the client's cancel to the body's CancelledError
 ERAS = ["legacy", "auto"]
-
-
-@asynccontextmanager
-async def over_http(url: str, **client: Any) -> AsyncIterator[Client]:
-    timeout = httpx2.Timeout(30.0, read=120.0)
-    async with (httpx2.AsyncClient(timeout=timeout) as http,
-                Client(streamable_http_client(url, http_client=http), **client) as session):
-        yield session
-
-
-@asynccontextmanager
-async def served(transport: str, facts: Path, *options: str,
-                 **client: Any) -> AsyncIterator[Client]:
-    """The official client connected to ``serve-mcp`` over ``transport``."""
-    if transport == "stdio":
-        async with Client(stdio_client(stdio_params(facts, *options)), **client) as session:
-            yield session
-        return
-    with http_serve(facts, "--http", "127.0.0.1:0", *options) as server:
-        async with over_http(server.url, **client) as session:
-            yield session
 
 
 def text(result: Any) -> str:
@@ -88,7 +63,7 @@ async def cancelled_in(facts: Path, tag: str, since: float) -> float:
 async def test_a_cancel_stops_a_tool_that_ignores_its_signal(
         tmp_path: Path, transport: str, era: str) -> None:
     facts = tmp_path / "facts"
-    async with served(transport, facts, mode=era) as client:
+    async with served_client(transport, facts, mode=era) as client:
         cancelled_at = await cancel_when(client, facts, "start one", "sleepy", {"tag": "one"})
         took = await cancelled_in(facts, "one", cancelled_at)
         after = await client.call_tool("add", {"a": 1, "b": 1})  # the server carries on
@@ -108,7 +83,7 @@ import subprocess
 subprocess.Popen(["sleep", "{marker}"])
 return await tools.sleepy({{"tag": "inner"}})
 """
-    async with served(transport, facts, "--mode", "both") as client:
+    async with served_client(transport, facts, "--mode", "both") as client:
         cancelled_at = await cancel_when(client, facts, "start inner", "run_code",
                                          {"description": "sleep", "code": program}, seconds=60)
         took = await cancelled_in(facts, "inner", cancelled_at)
@@ -126,7 +101,7 @@ async def test_sigterm_right_after_a_cancelled_http_call_exits_promptly_and_quie
     facts = tmp_path / "facts"
     server = HttpServe(facts, "--http", "127.0.0.1:0")
     try:
-        async with over_http(server.url, mode=era) as client:
+        async with http_client(server.url, mode=era) as client:
             await cancel_when(client, facts, "start one", "sleepy", {"tag": "one"})
             server.process.terminate()
             stopping = time.monotonic()

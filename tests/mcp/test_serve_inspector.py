@@ -45,8 +45,8 @@ def test_inspector_lists_and_calls_over_stdio(tmp_path: Path) -> None:
                      "--tool-arg", "a=2", "b=3")
     denied = inspect(*target, "--method", "tools/call", "--tool-name", "read_secret")
     names = [tool["name"] for tool in listed["tools"]]
-    assert names == ["add", "delete_file", "forecast", "picture", "read_secret", "sleepy",
-                     "slow"]
+    assert names == ["add", "broken", "delete_file", "forecast", "picture",
+                     "read_secret", "sleepy", "slow"]
     forecast = next(tool for tool in listed["tools"] if tool["name"] == "forecast")
     assert forecast["outputSchema"]["type"] == "object"
     assert called["content"] == [{"type": "text", "text": "5"}]
