@@ -104,29 +104,42 @@ class DisconnectOnStop:
             await self._app(scope, receive, send)
             return
 
-        body_read = False
+        body_read = told = started = complete = False
 
         async def receive_until_stopped() -> MutableMapping[str, Any]:
-            nonlocal body_read
+            nonlocal body_read, told
             if not body_read:
                 received = await receive()
                 body_read = received["type"] != "http.request" or not received.get("more_body")
                 return received
-            if self._stopping.is_set():
-                return {"type": "http.disconnect"}
-            message = asyncio.ensure_future(receive())
-            stopping = asyncio.ensure_future(self._stopping.wait())
-            try:
-                await asyncio.wait({message, stopping}, return_when=asyncio.FIRST_COMPLETED)
-            finally:
-                stopping.cancel()
-                if not message.done():
-                    message.cancel()
-            if message.done() and not message.cancelled():
-                return message.result()
+            if not self._stopping.is_set():
+                message = asyncio.ensure_future(receive())
+                stopping = asyncio.ensure_future(self._stopping.wait())
+                try:
+                    await asyncio.wait({message, stopping}, return_when=asyncio.FIRST_COMPLETED)
+                finally:
+                    stopping.cancel()
+                    if not message.done():
+                        message.cancel()
+                if message.done() and not message.cancelled():
+                    return message.result()
+            told = True
             return {"type": "http.disconnect"}
 
-        await self._app(scope, receive_until_stopped, send)
+        async def tracking_send(message: MutableMapping[str, Any]) -> None:
+            nonlocal started, complete
+            started = started or message["type"] == "http.response.start"
+            complete = complete or (message["type"] == "http.response.body"
+                                    and not message.get("more_body"))
+            await send(message)
+
+        await self._app(scope, receive_until_stopped, tracking_send)
+        if told and not complete:
+            # The client is still there: end the response the app left open (as it may
+            # after a disconnect), or uvicorn logs it as an error.
+            if not started:
+                await send({"type": "http.response.start", "status": 503, "headers": []})
+            await send({"type": "http.response.body", "body": b"", "more_body": False})
 
 
 class BearerTokenApp:
