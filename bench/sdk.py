@@ -35,7 +35,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from dsh_jupyter.mcp.adapt import UNVALIDATED_NOTE  # noqa: E402
-from dsh_jupyter.registry.schema_subset import schema_violations  # noqa: E402
+from dsh_jupyter.registry.schema_checkable import checkable_schema  # noqa: E402
 from dsh_jupyter.registry.sdk_python import (  # noqa: E402
     SdkTool,
     python_sdk_instructions,
@@ -168,10 +168,10 @@ def main(count: int, rounds: int) -> None:
           f"after {after['section'] / native:.2f}; "
           f"without output types {(after['section'] - after['output types']) / native:.2f}; "
           f"against native with outputSchema {after['section'] / with_outputs:.2f}")
-    unvalidated = [t.name for t in realistic if schema_violations(t.parameters)]
+    unvalidated = [t.name for t in realistic if checkable_schema(t.parameters) is None]
     note = len(f"\n\n{UNVALIDATED_NOTE}".encode())
-    print(f"  served over MCP, {len(unvalidated)} of these tools are outside the validated "
-          f"subset and their descriptions gain the unvalidated note: {note} bytes each, "
+    print(f"  served over MCP, {len(unvalidated)} of these tools have nothing the validated "
+          f"subset can check and their descriptions gain the unvalidated note: {note} bytes each, "
           f"{note * len(unvalidated):,} in native and SDK alike (not counted above)")
 
 

@@ -223,7 +223,7 @@ SUMMARIES: dict[str, str] = {
                       "Approval` (sync or async).",
     # dsh_jupyter.mcp
     "UNVALIDATED_NOTE": "The note appended to the description of an MCP tool whose input "
-                        "schema is outside the subset.",
+                        "schema has nothing the subset can check.",
     "ConcurrencySafe": "Type alias for `connect_mcp(concurrency_safe=...)`: `False`, `True`, "
                        "`'read-only-hint'` or a function of the MCP tool.",
     # dsh_jupyter.evaluation

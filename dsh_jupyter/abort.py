@@ -20,7 +20,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Iterable
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from .errors import ToolAbortedError
 
@@ -141,6 +141,29 @@ class AbortController:
 
     def abort(self, reason: str = "aborted") -> None:
         self.signal._fire(reason)
+
+
+CANCEL_GRACE_SECONDS = 0.25
+"""How long work whose signal aborted gets to stop on its own before
+:func:`abort_then_cancel` cancels its task."""
+
+
+def abort_then_cancel(controller: AbortController, reason: str,
+                      tasks: Iterable[asyncio.Future[Any]]) -> None:
+    """Abort ``controller`` with ``reason``, then cancel whichever of ``tasks`` is still
+    running :data:`CANCEL_GRACE_SECONDS` later: a body that watches its signal stops on its
+    own and says why (cleaning up as it likes), and one that never looks at it (a plain
+    ``async def`` awaiting something else) is stopped all the same, instead of running to
+    its end for a caller that has gone."""
+    controller.abort(reason)
+    running = [task for task in tasks if not task.done()]
+    if running:
+        asyncio.get_running_loop().call_later(CANCEL_GRACE_SECONDS, _cancel, running)
+
+
+def _cancel(tasks: list[asyncio.Future[Any]]) -> None:
+    for task in tasks:
+        task.cancel()
 
 
 def _current_task_cancelling() -> bool:

@@ -530,6 +530,38 @@ async def test_cancelling_the_outer_task_settles_sub_calls(code_runtime: CodeRun
         "code run failed (abort): the call was cancelled\nCaptured output:\nbefore")
 
 
+async def test_cancelling_the_outer_task_cancels_a_sub_call_that_ignores_its_signal(
+        code_runtime: CodeRuntime) -> None:
+    registry = code_registry(code_runtime)
+    seen: list[str] = []
+    started = asyncio.Event()
+
+    async def sleepy(args: Any, ctx: ToolRunContext) -> str:
+        started.set()
+        try:
+            await asyncio.sleep(30)  # never looks at ctx.signal
+        except asyncio.CancelledError:
+            seen.append("cancelled")
+            raise
+        return "slept"
+
+    registry.register(define_tool(name="sleepy", parameters={"type": "object"},
+                                  output={"schema": {"type": "string"},
+                                          "render": lambda a, v: str(v)},
+                                  execute=sleepy))
+    task = asyncio.create_task(run(registry, "return await tools.sleepy({})"))
+    await started.wait()
+    task.cancel()
+    async with asyncio.timeout(5):  # the sub-call used to hold the run for its 30 s
+        with pytest.raises(asyncio.CancelledError) as raised:
+            await task
+    assert seen == ["cancelled"]
+    stopped = cancelled_call(raised.value)
+    assert stopped is not None and stopped.result.error is not None
+    assert stopped.result.error.message.startswith("code run failed (abort): the call was "
+                                                   "cancelled")
+
+
 async def test_pre_aborted_run_code_never_starts_the_runtime() -> None:
     runtime = InProcessRuntime()
     registry = ToolRegistry(mode="code", code_runtime=runtime)

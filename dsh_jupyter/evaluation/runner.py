@@ -223,7 +223,7 @@ def progress_line(record: TaskRecord) -> str:
     """One line per record, for progress output."""
     status = "ok" if record.success else "FAILED"
     repeat = f"#{record.repeat + 1}" if record.repeat else ""
-    line = (f"{record.task:<24} {record.model[:12]:<12} {record.mode:<9} {repeat:<3} "
+    line = (f"{record.task:<24} {record.model:<12} {record.mode:<9} {repeat:<3} "
             f"{status:<6} steps={record.steps:<2} "
             f"calls={record.tool_calls:<2} sub-calls={record.sub_calls:<2} "
             f"result-bytes={record.tool_result_bytes:<6} tokens={record.tokens:<6} "

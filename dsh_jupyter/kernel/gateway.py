@@ -24,6 +24,7 @@ import json
 import logging
 import re
 from collections.abc import Coroutine
+from http import HTTPStatus
 from typing import TYPE_CHECKING, Any
 
 import httpx
@@ -279,12 +280,24 @@ class GatewayKernel:
 def describe_refusal(url: str, doing: str, status: int, reason: str, body: str) -> str:
     """A gateway's non-2xx answer in words (the token is the usual suspect for 401/403)."""
     detail = _error_detail(body)
-    head = f"the gateway at {url} refused to {doing} (HTTP {status} {reason})"
+    if detail and reason.strip() == detail:
+        # Enterprise Gateway sends its message as the reason phrase and again in the body:
+        # say it once, after the status's own phrase.
+        reason = _standard_phrase(status)
+    status_line = f"{status} {reason}".strip()
+    head = f"the gateway at {url} refused to {doing} (HTTP {status_line})"
     if status == 401:
         return f"{head}: the token was rejected; set GatewayConfig.token to the gateway's token"
     if status == 403:
         return f"{head}: {detail or 'forbidden'} (a wrong token, or a limit such as max_kernels)"
     return f"{head}: {detail}" if detail else head
+
+
+def _standard_phrase(status: int) -> str:
+    try:
+        return HTTPStatus(status).phrase
+    except ValueError:
+        return ""
 
 
 def _error_detail(body: str) -> str:

@@ -6,9 +6,11 @@ imports the SDK at run time:
 - the input schema is registered raw but for the root ``$schema``/``$id``
   annotations (TypeScript-SDK servers send them; they say nothing about the
   arguments, so the model and the SDK never see them): inside the supported
-  subset it validates as usual; outside it the tool still registers, its SDK
-  types degrade to ``Any`` and its description says the server validates the
-  arguments;
+  subset it validates as usual; outside it, the arguments are validated against
+  what of it can be checked (:func:`~dsh_jupyter.registry.schema_checkable.
+  checkable_schema`: ``Optional[X]`` as ``X | None``, value bounds left to the
+  server); when nothing can, the tool still registers, its SDK types degrade to
+  ``Any`` and its description says the server validates the arguments;
 - with an ``outputSchema`` the canonical value is ``structuredContent`` (the
   output schema is the server's, or ``{}`` when it is outside the subset);
   without one it is the text of the result's content blocks, and the model and
@@ -20,6 +22,7 @@ imports the SDK at run time:
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Literal, TypeAlias
 
 from ..errors import RegistrationError, ToolError, UnsupportedSchemaError
@@ -27,7 +30,8 @@ from ..json_value import JsonObject, JsonValue
 from ..registry.definition import Body, ToolDefinition, default_render, define_tool
 from ..registry.policy import FinalizeContent
 from ..registry.pydantic_schema import subset_from_pydantic
-from ..registry.schema import schema_violations
+from ..registry.schema import compile_schema, schema_violations
+from ..registry.schema_checkable import checkable_schema
 from .content import McpContent, mcp_content
 
 if TYPE_CHECKING:
@@ -53,7 +57,8 @@ def tool_definition(tool: Tool, *, name: str, execute: Body,
     """The definition that registers ``tool`` as ``name`` and runs ``execute``."""
     parameters = without_root_annotations(tool.input_schema)
     description = tool.description or ""
-    if schema_violations(parameters):
+    checkable = checkable_schema(parameters)
+    if checkable is None:
         description = f"{description}\n\n{UNVALIDATED_NOTE}" if description else UNVALIDATED_NOTE
     output: Mapping[str, Any] = _TEXT_SCHEMA
     if tool.output_schema is not None:
@@ -69,6 +74,9 @@ def tool_definition(tool: Tool, *, name: str, execute: Body,
     except RegistrationError as exc:
         raise RegistrationError(f"MCP tool {tool.name!r} cannot be registered: {exc.message}",
                                 code=exc.code) from None
+    if definition.validator is None and checkable is not None:
+        # Outside the subset, but partly checkable: the model still reads the raw schema.
+        definition = replace(definition, validator=compile_schema(checkable))
     return definition
 
 

@@ -4,8 +4,10 @@ Each call runs ``registry.execute`` in a task of its own with an
 :class:`~dsh_jupyter.abort.AbortController`, so that
 
 - a cancelled request (``notifications/cancelled``, or a closed HTTP stream) aborts the
-  call's signal, which stops the tool body or the ``run_code`` program, and the request
-  ends once the call has settled;
+  call's signal and, unless the call stopped on its own within a grace period
+  (:data:`~dsh_jupyter.abort.CANCEL_GRACE_SECONDS`), cancels its task: the tool body stops
+  whether it watches the signal or not, a ``run_code`` program stops with its running
+  sub-calls, and the request ends once the call has settled;
 - the sub-calls of a ``run_code`` program (the registry's ``tool/code-dispatch-start`` and
   ``tool/code-dispatch`` events) go out as progress notifications of the request that
   started the program, when the client sent a progress token;
@@ -44,13 +46,14 @@ from mcp.types import (
     InputRequiredResult,
 )
 
-from ..abort import AbortController
+from ..abort import AbortController, abort_then_cancel
 from ..errors import ToolAbortedError
 from ..events import SessionEvent
 from ..registry.execution import ToolCall, ToolExecution
+from ..registry.pipeline import cancelled_call
 from ..registry.policy import ANSWERED_BY_ABORT, Approval, ApprovalService
 from ..registry.registry import ToolRegistry
-from ..registry.results import ToolResult
+from ..registry.results import ToolResult, failure
 from ..registry.scope import AgentScope
 from .serve_tools import any_json_output, call_result, output_schema
 
@@ -195,7 +198,7 @@ class ServedCalls:
                         await run.changed.wait()
                         run.changed.clear()
                 except BaseException:  # cancelled by the client (or the server stopping)
-                    run.controller.abort(CANCELLED_BY_CLIENT)
+                    _stop(run, CANCELLED_BY_CLIENT)
                     with anyio.CancelScope(shield=True):
                         await asyncio.wait({task})
                     raise
@@ -204,7 +207,7 @@ class ServedCalls:
         finally:
             run.request = None
         if task.done():
-            return call_result(task.result(), structured=run.structured)
+            return call_result(_outcome(task), structured=run.structured)
         return self._park(run)
 
     def ask(self, run: _Run, message: str) -> asyncio.Future[ElicitResult]:
@@ -229,18 +232,35 @@ class ServedCalls:
         return InputRequiredResult(input_requests=requests, request_state=state)
 
     def _expire(self, run: _Run, state: str) -> None:
-        if self._parked.pop(state, None) is run:
+        if self._parked.pop(state, None) is run:  # the run waits on the signal: it says why
             run.controller.abort(f"the MCP client did not answer within "
                                  f"{self._answer_timeout:g} s")
 
     async def aclose(self) -> None:
-        """Abort every run still in flight and wait until each has settled."""
+        """Stop every run still in flight and wait until each has settled."""
         self._closing = True
         tasks = [run.task for run in self._runs.values() if run.task is not None]
         for run in list(self._runs.values()):
-            run.controller.abort("the MCP server is shutting down")
+            _stop(run, "the MCP server is shutting down")
         if tasks:
             await asyncio.wait(tasks)
+
+
+def _stop(run: _Run, reason: str) -> None:
+    """Abort the run's signal, then cancel its task (the registry's cancellation contract):
+    a body that never looks at its signal stops too (:func:`abort_then_cancel`)."""
+    abort_then_cancel(run.controller, reason, [run.task] if run.task is not None else [])
+
+
+def _outcome(task: asyncio.Task[ToolResult]) -> ToolResult:
+    """The call's result; for a call :func:`_stop` cancelled (the server shutting down while
+    the client still waits), the aborted result the pipeline published."""
+    try:
+        return task.result()
+    except asyncio.CancelledError as error:
+        stopped = cancelled_call(error)
+        return stopped.result if stopped is not None else failure("tool call cancelled",
+                                                                  "ABORTED")
 
 
 def _deliver(run: _Run, responses: Mapping[str, Any]) -> None:

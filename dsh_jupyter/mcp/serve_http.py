@@ -10,7 +10,10 @@ in the caller's event loop, behind two request checks.
   set (always, unless bound to 127.0.0.1, ::1 or localhost: :func:`needs_token`); else 401.
 
 uvicorn's own signal handlers are left out: the ``async with serve_mcp(...)`` block (or the
-``serve-mcp`` command) decides when the server stops.
+``serve-mcp`` command) decides when the server stops. Stopping first tells every request
+still open that its client went away (:class:`DisconnectOnStop`), so a session's SSE
+stream ends on its own instead of being cancelled by uvicorn after its graceful timeout,
+which took 5 s and printed a traceback.
 """
 
 from __future__ import annotations
@@ -26,7 +29,8 @@ from typing import Any
 
 from ..errors import RegistrationError
 
-__all__ = ["BearerTokenApp", "HostCheckApp", "HttpTransport", "allowed_host", "needs_token"]
+__all__ = ["BearerTokenApp", "DisconnectOnStop", "HostCheckApp", "HttpTransport",
+           "allowed_host", "needs_token"]
 
 Scope = MutableMapping[str, Any]
 Receive = Callable[[], Awaitable[MutableMapping[str, Any]]]
@@ -45,6 +49,7 @@ class HttpTransport:
 
     def __init__(self, app: Any, host: str, port: int, token: str | None,
                  allow_hosts: Iterable[str] = ()) -> None:
+        self._open = DisconnectOnStop(app)
         family = socket.AF_INET6 if ":" in host else socket.AF_INET
         self._socket = socket.socket(family, socket.SOCK_STREAM)
         try:
@@ -56,7 +61,7 @@ class HttpTransport:
         bound_port = self._socket.getsockname()[1]
         shown = f"[{host}]" if family == socket.AF_INET6 else host
         self.url = f"http://{shown}:{bound_port}/mcp"
-        guarded = BearerTokenApp(app, token) if token is not None else app
+        guarded = BearerTokenApp(self._open, token) if token is not None else self._open
         self._app = HostCheckApp(guarded, host=host, port=bound_port, allow_hosts=allow_hosts)
         self._server: Any = None
 
@@ -76,7 +81,9 @@ class HttpTransport:
         return task
 
     def stop(self) -> None:
-        """Ask uvicorn to stop (it closes connections, waiting at most 5 s for requests)."""
+        """End the open requests' streams, and ask uvicorn to stop (it closes connections,
+        waiting at most 5 s for requests)."""
+        self._open.stop()
         if self._server is not None:
             self._server.should_exit = True
 
@@ -94,6 +101,63 @@ def _quiet_server(config: Any) -> Any:
             yield
 
     return QuietServer(config)
+
+
+class DisconnectOnStop:
+    """ASGI middleware: once :meth:`stop` is called, an HTTP request that has read its whole
+    body and waits for more from its client is told the client disconnected
+    (``http.disconnect``). A long-lived response (the SSE stream a handshake-era session
+    keeps open) waits for exactly that and ends cleanly, so uvicorn's shutdown need not
+    cancel it; a request still reading its body reads it as sent."""
+
+    def __init__(self, app: Any) -> None:
+        self._app = app
+        self._stopping = asyncio.Event()
+
+    def stop(self) -> None:
+        self._stopping.set()
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self._app(scope, receive, send)
+            return
+
+        body_read = told = started = complete = False
+
+        async def receive_until_stopped() -> MutableMapping[str, Any]:
+            nonlocal body_read, told
+            if not body_read:
+                received = await receive()
+                body_read = received["type"] != "http.request" or not received.get("more_body")
+                return received
+            if not self._stopping.is_set():
+                message = asyncio.ensure_future(receive())
+                stopping = asyncio.ensure_future(self._stopping.wait())
+                try:
+                    await asyncio.wait({message, stopping}, return_when=asyncio.FIRST_COMPLETED)
+                finally:
+                    stopping.cancel()
+                    if not message.done():
+                        message.cancel()
+                if message.done() and not message.cancelled():
+                    return message.result()
+            told = True
+            return {"type": "http.disconnect"}
+
+        async def tracking_send(message: MutableMapping[str, Any]) -> None:
+            nonlocal started, complete
+            started = started or message["type"] == "http.response.start"
+            complete = complete or (message["type"] == "http.response.body"
+                                    and not message.get("more_body"))
+            await send(message)
+
+        await self._app(scope, receive_until_stopped, tracking_send)
+        if told and not complete:
+            # The client is still there: end the response the app left open (as it may
+            # after a disconnect), or uvicorn logs it as an error.
+            if not started:
+                await send({"type": "http.response.start", "status": 503, "headers": []})
+            await send({"type": "http.response.body", "body": b"", "more_body": False})
 
 
 class BearerTokenApp:

@@ -14,13 +14,14 @@ from __future__ import annotations
 from mcp.types import CallToolResult, ContentBlock, ImageContent, TextContent, Tool
 from mcp.types.version import MODERN_PROTOCOL_VERSIONS
 
+from ..errors import ToolError
 from ..json_value import JsonObject, thaw
 from ..registry.registry import ToolRegistry
 from ..registry.results import ToolResult
 from ..registry.scope import RESERVED_NAME, AgentScope
 
-__all__ = ["ERROR_META_KEY", "any_json_output", "call_result", "instructions", "output_schema",
-           "served_tools"]
+__all__ = ["ERROR_META_KEY", "RAISED_CODE", "any_json_output", "call_result", "instructions",
+           "output_schema", "served_tools"]
 
 SERVED_RUN_CODE_DESCRIPTION = (
     "Run a Python program that calls this server's tools through the `tools` SDK described "
@@ -28,6 +29,9 @@ SERVED_RUN_CODE_DESCRIPTION = (
 )
 ERROR_META_KEY = "dsh-jupyter/error"
 """``_meta`` key of a failed call's result: ``{"code": ..., "message": ...}``."""
+RAISED_CODE = ToolError.default_code
+"""The served code of a failure without one: a tool body that raised something other than
+a :class:`~dsh_jupyter.errors.DshError` (``TOOL_ERROR``, as for a bare ``ToolError``)."""
 
 
 def any_json_output(protocol_version: str) -> bool:
@@ -90,8 +94,9 @@ def instructions(registry: ToolRegistry, scope: AgentScope | None) -> str | None
 
 def call_result(result: ToolResult, *, structured: bool) -> CallToolResult:
     """``result`` as an MCP result: its content as text and image blocks; for a failure
-    ``isError`` and the error's code under ``_meta``; with ``structured`` (the listing
-    declared the tool's output schema), the value as ``structuredContent``."""
+    ``isError`` and the error's code (:data:`RAISED_CODE` when it has none) under
+    ``_meta``; with ``structured`` (the listing declared the tool's output schema), the
+    value as ``structuredContent``."""
     content: list[ContentBlock] = []
     for block in result.content:
         if block["type"] == "image":
@@ -100,9 +105,10 @@ def call_result(result: ToolResult, *, structured: bool) -> CallToolResult:
             content.append(TextContent(text=block["text"]))
     if result.is_error:
         error = result.error
+        code = error.code if error.code is not None else RAISED_CODE
         return CallToolResult.model_validate({
             "content": content, "isError": True,
-            "_meta": {ERROR_META_KEY: {"code": error.code, "message": error.message}}})
+            "_meta": {ERROR_META_KEY: {"code": code, "message": error.message}}})
     if structured:
         return CallToolResult(content=content, structured_content=result.value)
     return CallToolResult(content=content)

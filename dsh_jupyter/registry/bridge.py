@@ -33,7 +33,9 @@ on a stateful runtime each scope's programs share one kernel and no other scope'
 
 Settlement: the bridge is the run's :class:`~dsh_jupyter.runtime.Bindings`. When the
 program ends the runtime calls :meth:`DispatchBridge.close`: the run signal aborts
-("run_code settled") and queued calls are abandoned; in-flight ones are awaited, and
+("run_code settled") and queued calls are abandoned; in-flight ones are awaited (when run_code
+is cancelled, :meth:`DispatchBridge.stop` aborts them and cancels the ones that do not
+stop within a grace period), and
 every event has landed before :meth:`DispatchBridge.settle` returns (run_code calls it
 after the runtime returned, whatever happened, so a runtime that never closed its
 bindings is settled too).
@@ -50,7 +52,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from .._waiting import wait_quietly, wait_uncancelled
-from ..abort import AbortController, AbortSignal
+from ..abort import AbortController, AbortSignal, abort_then_cancel
 from ..events import (
     CodeDispatchEvent,
     CodeDispatchRunningEvent,
@@ -178,8 +180,11 @@ class DispatchBridge:
         self._end()
 
     def stop(self, reason: str) -> None:
-        """Abort the run (the runtime stops the program, keeping what it printed)."""
-        self._run.abort(reason)
+        """Abort the run (the runtime stops the program, keeping what it printed), then
+        cancel the sub-calls still running after a grace period: the program was
+        cancelled, and a body that never looks at its signal must not run on for it
+        (:func:`~dsh_jupyter.abort.abort_then_cancel`). :meth:`settle` awaits them."""
+        abort_then_cancel(self._run, reason, self._tasks)
 
     # Output (OutputObserver) -------------------------------------------------------------
     def on_log(self, line: str) -> None:

@@ -26,7 +26,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, cast
 
 from .._images import check_image
-from .._waiting import wait_quietly, wait_uncancelled
+from .._waiting import wait_uncancelled
 from ..errors import CodeModeError, CodeRunFailedError
 from ..json_dump import dump_json
 from ..json_value import JsonObject, JsonValue, snapshot_json
@@ -239,7 +239,7 @@ async def _run_program(registry: RegistryView, program: str, ctx: ToolRunContext
         result = run.result()
     finally:
         # Settle even when our own task is cancelled: no sub-call may outlive the run.
-        await wait_quietly((asyncio.ensure_future(bridge.settle()),))
+        await _settle(bridge)
     if ctx.traced:
         ctx.set_trace_attributes(_run_facts(registry, result, bridge.started_calls))
     if result.failure is not None:
@@ -264,6 +264,22 @@ async def _run_program(registry: RegistryView, program: str, ctx: ToolRunContext
                 ctx.attach(file)
         files_for_meta.keep(ctx.arguments, result.files)
     return value
+
+
+async def _settle(bridge: DispatchBridge) -> None:
+    """Await the run's settlement; a cancellation meanwhile stops the sub-calls still
+    running (a program that ended leaving one in flight) and is re-raised once they
+    have settled."""
+    settling = asyncio.ensure_future(bridge.settle())
+    cancelled = False
+    while not settling.done():
+        try:
+            await asyncio.wait({settling})
+        except asyncio.CancelledError:
+            cancelled = True
+            bridge.stop(CANCELLED_REASON)
+    if cancelled:
+        raise asyncio.CancelledError
 
 
 def _run_facts(registry: RegistryView, result: CodeRunResult,

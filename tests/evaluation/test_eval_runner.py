@@ -113,6 +113,14 @@ async def test_a_wrong_answer_fails_its_check(shipped: TaskSet) -> None:
     assert " FAILED " in progress_line(record)
 
 
+async def test_the_progress_line_shows_the_whole_model_label(shipped: TaskSet) -> None:
+    task = shipped.task("open-order-total")
+    record = await run_task(task, "native", world=shipped.world, model=answering("About $500."))
+    label = "anthropic:claude-sonnet-4-5-20250929"
+    line = progress_line(dataclasses.replace(record, model=label))
+    assert f" {label} native " in line, line
+
+
 async def test_state_checks_catch_a_claim_without_the_update(shipped: TaskSet) -> None:
     task = shipped.task("cancel-stale-orders")
     record = await run_task(task, "native", world=shipped.world,

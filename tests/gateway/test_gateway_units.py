@@ -126,3 +126,15 @@ def test_refusals_name_the_cause() -> None:
     assert "max_kernels" in describe_refusal("http://g", "start a kernel", 403, "Forbidden",
                                              json.dumps({"reason": "Resource Limit"}))
     assert "GatewayConfig.token" in describe_refusal("http://g", "x", 401, "Unauthorized", "")
+
+
+def test_enterprise_gateways_refusal_is_said_once() -> None:
+    # Enterprise Gateway sends its message as the HTTP reason phrase and as the body's
+    # "reason" (its "message" is empty).
+    said = ("User 'root' is not authorized to start kernel 'Python 3'. Ensure KERNEL_USERNAME "
+            "is set to an appropriate value and retry the request.")
+    refusal = describe_refusal("http://g", "start a kernel", 403, said,
+                               json.dumps({"reason": said, "message": ""}))
+    assert refusal.count("is not authorized") == 1, refusal
+    assert refusal == (f"the gateway at http://g refused to start a kernel (HTTP 403 "
+                       f"Forbidden): {said} (a wrong token, or a limit such as max_kernels)")

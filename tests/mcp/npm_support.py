@@ -20,6 +20,10 @@ import pytest
 
 REQUIRE = "DSH_REQUIRE_NODE"
 
+INSPECTOR = ("@modelcontextprotocol/inspector", "2.12.0", "mcp-inspector")
+"""The MCP Inspector, whose CLI is ``mcp-inspector --cli`` (the 1.x ``inspector-cli``
+package says it is deprecated): ``npm_bin(*INSPECTOR)``."""
+
 
 def npm_cache() -> Path:
     default = Path.home() / ".cache" / "dsh-jupyter-tests" / "npm"

@@ -12,8 +12,8 @@ import base64
 import os
 import subprocess
 import sys
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -68,6 +68,23 @@ def served_registry() -> ToolRegistry:
         finally:
             _record(f"signal {tag}: {ctx.signal.reason}")
         return "done"
+
+    @registry.tool
+    async def sleepy(tag: str) -> str:
+        """Sleep 30 s without looking at the signal (records start, cancel and finish)."""
+        _record(f"start {tag}")
+        try:
+            await asyncio.sleep(30)
+        except asyncio.CancelledError:
+            _record(f"cancelled {tag}")
+            raise
+        _record(f"finish {tag}")
+        return "slept"
+
+    @registry.tool
+    async def broken() -> str:
+        """Always raises (a bug in the tool, not a ToolError)."""
+        raise RuntimeError("the disk is on fire")
 
     @registry.tool
     async def delete_file(path: str) -> str:
@@ -216,6 +233,35 @@ def stdio_params(log: Path, *options: str, tools: str = "serve_support:served_re
     command = serve_command(*options, tools=tools)
     return StdioServerParameters(command=command[0], args=command[1:], env=serve_env(log),
                                  cwd=str(HERE))
+
+
+@asynccontextmanager
+async def http_client(url: str, **client: Any) -> AsyncIterator[Any]:
+    """The official MCP client (``mcp.Client``) on streamable HTTP at ``url``."""
+    import httpx2
+    from mcp import Client
+    from mcp.client.streamable_http import streamable_http_client
+
+    timeout = httpx2.Timeout(30.0, read=120.0)
+    async with (httpx2.AsyncClient(timeout=timeout) as http,
+                Client(streamable_http_client(url, http_client=http), **client) as session):
+        yield session
+
+
+@asynccontextmanager
+async def served_client(transport: str, log: Path, *options: str,
+                        **client: Any) -> AsyncIterator[Any]:
+    """The official MCP client connected to ``serve-mcp`` (started with ``options``) over
+    ``transport``: ``"stdio"``, or ``"http"`` on 127.0.0.1."""
+    from mcp import Client, stdio_client
+
+    if transport == "stdio":
+        async with Client(stdio_client(stdio_params(log, *options)), **client) as session:
+            yield session
+        return
+    with http_serve(log, "--http", "127.0.0.1:0", *options) as server:
+        async with http_client(server.url, **client) as session:
+            yield session
 
 
 def served_facts(log: Path) -> list[str]:

@@ -93,6 +93,18 @@ def clamp(value: Annotated[int, Field(ge=0, le=10)], unit: str | None = None) ->
     return f"value {value}{unit or ''}"
 
 
+@server.tool(structured_output=False)
+def history(max_count: int = 10, since: str | None = None) -> str:
+    """Recent entries (``since`` is Optional: anyOf [string, null], as pydantic writes it)."""
+    return f"{max_count} entries since {since}"
+
+
+@server.tool(structured_output=False)
+def place(at: Point) -> str:
+    """Name a point (its schema refers to $defs, outside the registry's schema subset)."""
+    return f"({at.x}, {at.y})"
+
+
 @server.tool()
 def count(n: int) -> Annotated[int, Field(ge=0)]:
     """Return n (its output schema has a bound outside the subset)."""

@@ -79,27 +79,63 @@ async def test_arguments_inside_the_subset_are_validated_before_the_call(
     assert '"name" must be a string' in result.error.message
 
 
+async def test_an_optional_argument_is_validated_as_x_or_none(
+        transport: dict[str, Any]) -> None:
+    registry = ToolRegistry()
+    async with connect_mcp(registry, **transport):
+        history = registry.get("history")
+        assert history is not None and history.validator is not None
+        assert '"anyOf"' in json.dumps(history.parameters)  # the server's schema, as written
+        assert not history.description.endswith(UNVALIDATED_NOTE)
+        wrong_since = await call(registry, "history", {"since": 5})
+        wrong_count = await call(registry, "history", {"max_count": "ten", "since": None})
+        unknown_type = await call(registry, "history", {"since": ["monday"]})
+        none = await call(registry, "history", {"since": None})
+        some = await call(registry, "history", {"max_count": 2, "since": "monday"})
+    for failed in (wrong_since, wrong_count, unknown_type):
+        assert failed.error is not None and failed.error.code == "INVALID_ARGS", failed
+    assert wrong_since.error is not None and '"since" must be a string' in (
+        wrong_since.error.message)
+    assert none.value == "10 entries since None"
+    assert some.value == "2 entries since monday"
+
+
+async def test_value_bounds_are_left_to_the_server_and_the_rest_is_checked(
+        transport: dict[str, Any]) -> None:
+    registry = ToolRegistry()
+    async with connect_mcp(registry, **transport):
+        clamp = registry.get("clamp")
+        assert clamp is not None and clamp.validator is not None
+        assert '"maximum": 10' in json.dumps(clamp.parameters)  # the raw schema is kept
+        ok = await call(registry, "clamp", {"value": 3, "unit": "m"})
+        not_a_number = await call(registry, "clamp", {"value": "3"})
+        out_of_bounds = await call(registry, "clamp", {"value": 11})
+    assert ok.value == "value 3m"
+    assert not_a_number.error is not None and not_a_number.error.code == "INVALID_ARGS"
+    assert out_of_bounds.error is not None and out_of_bounds.error.code == "MCP_ERROR"
+    assert "less than or equal to 10" in out_of_bounds.error.message  # the server's check
+
+
 async def test_a_schema_outside_the_subset_is_left_to_the_server(
         transport: dict[str, Any]) -> None:
     registry = ToolRegistry(mode="both", code_runtime=InProcessRuntime())
     async with connect_mcp(registry, **transport):
-        clamp, count = registry.get("clamp"), registry.get("count")
-        assert clamp is not None and count is not None
-        assert clamp.validator is None  # registered anyway, unvalidated here
-        assert '"maximum": 10' in json.dumps(clamp.parameters)  # the raw schema is kept
-        assert clamp.description.endswith(UNVALIDATED_NOTE)
+        place, count = registry.get("place"), registry.get("count")
+        assert place is not None and count is not None
+        assert place.validator is None  # $ref: registered anyway, unvalidated here
+        assert '"$ref"' in json.dumps(place.parameters)  # the raw schema is kept
+        assert place.description.endswith(UNVALIDATED_NOTE)
         sdk = registry.prompt().section("tools:sdk")
         assert sdk is not None
         assert "    unit: NotRequired[str | None]\n" in sdk.text  # Optional[str], not Any
         # an output schema outside the subset is loosened into it, so the SDK still types it
         assert "class CountOutput(TypedDict):\n    result: int\n" in sdk.text
-        ok = await call(registry, "clamp", {"value": 3, "unit": "m"})
-        rejected = await call(registry, "clamp", {"value": 11})
+        ok = await call(registry, "place", {"at": {"x": 1, "y": 2}})
+        rejected = await call(registry, "place", {"at": {"x": "one", "y": 2}})
         assert "minimum" not in json.dumps(count.output.schema)  # the bound is dropped
         counted = await call(registry, "count", {"n": 5})
-    assert ok.value == "value 3m"
-    assert rejected.error is not None and rejected.error.code == "MCP_ERROR"
-    assert "less than or equal to 10" in rejected.error.message  # the server's validation
+    assert ok.value == "(1, 2)"
+    assert rejected.error is not None and rejected.error.code == "MCP_ERROR"  # the server's
     assert counted.value == {"result": 5}
 
 

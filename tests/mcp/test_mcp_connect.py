@@ -18,8 +18,8 @@ from dsh_jupyter.mcp import McpConnectError, connect_mcp
 
 pytestmark = pytest.mark.timeout(60)
 
-SERVER_TOOLS = {"clamp", "count", "die", "fail", "greet", "header", "nap", "point", "reject",
-                "set_extra", "slow", "stats"}
+SERVER_TOOLS = {"clamp", "count", "die", "fail", "greet", "header", "history", "nap", "place",
+                "point", "reject", "set_extra", "slow", "stats"}
 
 
 async def test_registers_every_tool_and_unregisters_on_exit(transport: dict[str, Any]) -> None:

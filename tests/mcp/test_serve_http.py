@@ -6,6 +6,7 @@ eras."""
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -20,7 +21,10 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.types import ElicitResult, TextContent
 from mcp_support import eventually
-from serve_support import browser_posts, http_serve, served_facts
+from serve_support import HttpServe, browser_posts, http_serve, served_facts
+
+from dsh_jupyter import ToolRegistry
+from dsh_jupyter.mcp import connect_mcp
 
 pytestmark = pytest.mark.timeout(120)
 LIST = {"jsonrpc": "2.0", "id": 1, "method": "tools/list"}
@@ -164,3 +168,21 @@ async def test_elicitation_cancellation_and_progress_over_http(tmp_path: Path, e
                                    "signal http: cancelled by the MCP client"]
     assert program.structured_content == {"logs": [], "result": [1, 2]}
     assert [str(m).split(" (")[0] for m in seen] == ["add started", "add done"] * 2
+
+
+async def test_sigterm_with_a_listening_client_exits_at_once_and_quietly(tmp_path: Path) -> None:
+    # dsh-jupyter's own client keeps a subscriptions/listen stream open (2026 era): uvicorn
+    # used to wait its 5 s graceful timeout for it, then cancel it with a traceback.
+    server = HttpServe(tmp_path / "facts", "--http", "127.0.0.1:0")
+    try:
+        async with connect_mcp(ToolRegistry(), url=server.url):
+            await asyncio.sleep(0.5)  # the listen stream is opened in the background
+            server.process.terminate()
+            stopping = time.monotonic()
+            await eventually(lambda: server.process.poll() is not None, seconds=30)
+            took = time.monotonic() - stopping
+    finally:
+        returncode = server.stop()
+    assert "Traceback" not in server.stderr and "ERROR" not in server.stderr, server.stderr
+    assert took < 3.0, f"serve-mcp took {took:.1f} s to stop"
+    assert returncode == 0

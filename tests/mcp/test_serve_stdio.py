@@ -63,7 +63,8 @@ async def test_native_tools_values_images_and_failures(tmp_path: Path, era: str)
         invalid = await client.call_tool("add", {"a": "2"})
         denied = await client.call_tool("read_secret", {})
         assert client.instructions is None  # native: tools describe themselves
-    assert sorted(listed) == ["add", "delete_file", "forecast", "picture", "read_secret", "slow"]
+    assert sorted(listed) == ["add", "broken", "delete_file", "forecast", "picture",
+                              "read_secret", "sleepy", "slow"]
     assert listed["add"].input_schema["required"] == ["a", "b"]
     assert listed["forecast"].output_schema is not None
     assert listed["forecast"].output_schema["type"] == "object"
