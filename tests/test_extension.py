@@ -6,6 +6,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from IPython.core.error import UsageError
 from IPython.core.interactiveshell import InteractiveShell
 
 from dsh_jupyter.extension import RunCodeOutcome
@@ -54,7 +55,35 @@ async def test_run_code_magic_reports_a_missing_registry(shell: Any) -> None:
     cell = "%%run_code\nreturn 1\n"
     result = await run(shell, cell)
     assert not result.success
+    assert isinstance(result.error_in_exec, UsageError)  # IPython shows one line
     assert "no ToolRegistry" in str(result.error_in_exec)
+
+
+async def test_several_registries_suggest_only_those_that_run_code(shell: Any) -> None:
+    assert (await run(shell, SETUP)).success
+    assert (await run(shell, "plain = ToolRegistry()\n"
+                             "idle = ToolRegistry(mode='code')")).success  # no runtime
+    result = await run(shell, "%%run_code\nreturn 1\n")
+    assert isinstance(result.error_in_exec, UsageError)
+    assert str(result.error_in_exec) == ("%%run_code: several registries (idle, plain, "
+                                         "registry); name one: %%run_code registry")
+    for name, problem in (("plain", "needs Code Mode"), ("idle", "no code runtime")):
+        named = await run(shell, f"%%run_code {name}\nreturn 1\n")
+        assert isinstance(named.error_in_exec, UsageError)
+        assert problem in str(named.error_in_exec)
+    # %dsh_sdk shows any registry's SDK, so its hint names them all.
+    sdk = await run(shell, "%dsh_sdk")
+    assert str(sdk.error_in_exec).endswith(
+        "name one: %dsh_sdk idle or %dsh_sdk plain or %dsh_sdk registry")
+
+
+async def test_an_unknown_option_is_a_usage_error_not_an_exit(shell: Any) -> None:
+    assert (await run(shell, SETUP)).success
+    result = await run(shell, "%%run_code --bogus\nreturn 1\n")
+    assert isinstance(result.error_in_exec, UsageError)  # not SystemExit
+    assert str(result.error_in_exec) == (
+        "%%run_code: unrecognized arguments: --bogus; usage: %%run_code [REGISTRY] "
+        "[--scope NAME] [--description TEXT] [--out VAR]")
 
 
 async def test_dsh_sdk_line_magic(shell: Any) -> None:
