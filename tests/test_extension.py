@@ -112,3 +112,14 @@ async def test_run_code_outcome_displays_the_card(shell: Any) -> None:
     assert text.startswith("[ok] Show <b>card</b> — run_code")
     assert "[ok] double — x=5" in text and text.endswith("10")
     assert "<b>card</b>" not in bundle["text/html"]  # escaped
+
+
+async def test_a_wrong_tool_call_in_a_cell_shows_how_to_call_it(shell: Any) -> None:
+    assert (await run(shell, SETUP)).success
+    cell = "%%run_code --out wrong --description Wrong\nreturn await tools.double(2)\n"
+    assert (await run(shell, cell)).success  # the program failed, the cell did not
+    outcome = shell.user_ns["wrong"]
+    line = ('TypeError: tools.double takes one dict of arguments: '
+            'await tools.double({"x": int})')
+    assert outcome.result.error.message.endswith(f"\n{line}")
+    assert line in outcome._repr_mimebundle_()["text/plain"]  # the card shows it
