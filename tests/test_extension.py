@@ -123,3 +123,15 @@ async def test_a_wrong_tool_call_in_a_cell_shows_how_to_call_it(shell: Any) -> N
             'await tools.double({"x": int})')
     assert outcome.result.error.message.endswith(f"\n{line}")
     assert line in outcome._repr_mimebundle_()["text/plain"]  # the card shows it
+
+
+async def test_dsh_sdk_shows_the_value_types_of_dicts(shell: Any) -> None:
+    cell = ("from dsh_jupyter import ToolRegistry\nplain = ToolRegistry()\n\n@plain.tool\n"
+            "async def scale(prices: dict[str, float], rates: dict[str, dict[str, int]]"
+            ") -> dict[str, float]:\n    'Scale prices.'\n    return prices\n")
+    assert (await run(shell, cell)).success
+    from dsh_jupyter.extension import sdk_text
+
+    text = sdk_text(shell.user_ns, "")
+    assert "    prices: dict[str, float]\n    rates: dict[str, dict[str, int]]\n" in text
+    assert "async def scale(self, args: ScaleArgs) -> dict[str, float]:" in text
