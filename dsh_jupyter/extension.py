@@ -10,6 +10,9 @@
 - ``%dsh_sdk [REGISTRY] [--scope NAME]`` shows the SDK section the model would see.
 - Interrupting a cell that awaits ``registry.execute(...)`` shows the stopped call's
   card and one line instead of a ``CancelledError`` traceback.
+- A mistake in a magic's line or setup (no registry, a native one, several, a wrong
+  name or scope, an unknown option) is IPython's ``UsageError``: one line saying what is
+  wrong and how to fix it, with no traceback.
 
 A cell magic is a synchronous function, but a run must await tools on the
 kernel's own event loop. So the extension rewrites ``%%run_code`` cells into one
@@ -26,10 +29,11 @@ import shlex
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from itertools import count
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
+
+from IPython.core.error import UsageError
 
 from .abort import AbortController
-from .errors import RegistrationError
 from .events import SessionEvent
 from .registry import ToolCall, ToolRegistry
 from .registry.code_mode import CAPTURED_OUTPUT
@@ -104,8 +108,20 @@ class RunCodeOutcome:
         return view._repr_mimebundle_(include=include, exclude=exclude)
 
 
+_USAGE = {MAGIC: f"{MAGIC} [REGISTRY] [--scope NAME] [--description TEXT] [--out VAR]",
+          "%dsh_sdk": "%dsh_sdk [REGISTRY] [--scope NAME]"}
+
+
+class _Parser(argparse.ArgumentParser):
+    """A magic's arguments; a mistake is one ``UsageError`` line (argparse would print its
+    usage and raise ``SystemExit``, which IPython shows with a traceback)."""
+
+    def error(self, message: str) -> NoReturn:
+        raise UsageError(f"{self.prog}: {message}; usage: {_USAGE.get(self.prog, self.prog)}")
+
+
 def _parser(prog: str) -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog=prog, add_help=False, exit_on_error=False)
+    parser = _Parser(prog=prog, add_help=False)
     parser.add_argument("registry", nargs="?")
     parser.add_argument("--scope")
     parser.add_argument("--description", default="Run the cell's program")
@@ -113,42 +129,69 @@ def _parser(prog: str) -> argparse.ArgumentParser:
     return parser
 
 
-def find_registry(namespace: dict[str, Any], name: str | None) -> ToolRegistry:
-    """The registry named ``name`` in ``namespace``, or the only one there."""
+def _options(prog: str, line: str) -> argparse.Namespace:
+    try:
+        words = shlex.split(line)
+    except ValueError as error:  # No closing quotation, ...
+        raise UsageError(f"{prog}: {error} in {line.strip()!r}") from None
+    return _parser(prog).parse_args(words)
+
+
+def find_registry(namespace: dict[str, Any], name: str | None, *,
+                  prog: str = MAGIC) -> ToolRegistry:
+    """The registry named ``name`` in ``namespace``, or the only one there; ``UsageError``
+    (one line, no traceback in IPython) saying what to do when there is none to take."""
+    registries = {key: value for key, value in namespace.items()
+                  if isinstance(value, ToolRegistry) and not key.startswith("_")}
     if name is not None:
         found = namespace.get(name)
         if not isinstance(found, ToolRegistry):
-            raise RegistrationError(f"{name!r} is not a ToolRegistry in the notebook namespace")
+            raise UsageError(f"{prog}: {name!r} is not a ToolRegistry in the notebook namespace "
+                             f"(registries: {', '.join(sorted(registries)) or 'none'})")
         return found
-    registries = {key: value for key, value in namespace.items()
-                  if isinstance(value, ToolRegistry) and not key.startswith("_")}
     if len(registries) == 1:
         return next(iter(registries.values()))
     if not registries:
-        raise RegistrationError("no ToolRegistry in the notebook namespace; create one first "
-                                "(registry = ToolRegistry(mode='code', code_runtime=...))")
-    raise RegistrationError(f"several registries ({', '.join(sorted(registries))}); name one: "
-                            f"%%run_code {sorted(registries)[0]}")
+        raise UsageError(f"{prog}: no ToolRegistry in the notebook namespace; create one "
+                         "first: registry = ToolRegistry(mode='code', code_runtime=...)")
+    # %%run_code can only use a registry that runs code: suggest only those.
+    names = sorted(key for key, registry in registries.items()
+                   if prog != MAGIC or _runs_code(registry))
+    if not names:
+        raise UsageError(f"{prog}: none of the registries ({', '.join(sorted(registries))}) "
+                         "can run code; create one with ToolRegistry(mode='code', "
+                         "code_runtime=...)")
+    choices = " or ".join(f"{prog} {name}" for name in names)
+    raise UsageError(f"{prog}: several registries ({', '.join(sorted(registries))}); "
+                     f"name one: {choices}")
 
 
-def _find_scope(registry: ToolRegistry, name: str | None) -> AgentScope | None:
+def _runs_code(registry: ToolRegistry) -> bool:
+    return registry.mode_for() != "native" and registry.code_runtime is not None
+
+
+def _find_scope(registry: ToolRegistry, name: str | None, prog: str) -> AgentScope | None:
     if name is None:
         return None
     scope = registry.find_scope(name)
     if scope is None:
-        raise RegistrationError(f"no scope named {name!r}; scopes: "
-                                f"{', '.join(s.name for s in registry.scopes) or '(none)'}")
+        raise UsageError(f"{prog}: no scope named {name!r}; scopes: "
+                         f"{', '.join(s.name for s in registry.scopes) or '(none)'}")
     return scope
 
 
 async def run_cell(namespace: dict[str, Any], line: str, cell: str) -> RunCodeOutcome:
     """Run ``cell`` as a run_code program (what a rewritten ``%%run_code`` cell awaits)."""
-    options = _parser(MAGIC).parse_args(shlex.split(line))
+    options = _options(MAGIC, line)
     registry = find_registry(namespace, options.registry)
-    scope = _find_scope(registry, options.scope)
+    scope = _find_scope(registry, options.scope, MAGIC)
     if registry.mode_for(scope) == "native":
-        raise RegistrationError("%%run_code needs Code Mode: create the registry with "
-                                "ToolRegistry(mode='code' or 'both', code_runtime=...)")
+        raise UsageError(f"{MAGIC} needs Code Mode, but this registry presents its tools "
+                         "natively: create it with ToolRegistry(mode='code' or 'both', "
+                         "code_runtime=...)")
+    if registry.code_runtime is None:
+        raise UsageError(f"{MAGIC}: the registry has no code runtime to run the cell in: set "
+                         "registry.code_runtime (a KernelRuntime from dsh_jupyter.kernel)")
     arguments = {"code": cell, "description": options.description}
     stop = AbortController()
     loop = asyncio.get_running_loop()
@@ -230,11 +273,11 @@ def _rewrite(lines: list[str]) -> list[str]:
 
 
 def sdk_text(namespace: dict[str, Any], line: str) -> str:
-    options = _parser("%dsh_sdk").parse_args(shlex.split(line))
-    registry = find_registry(namespace, options.registry)
+    options = _options("%dsh_sdk", line)
+    registry = find_registry(namespace, options.registry, prog="%dsh_sdk")
     from .registry.prompt import sdk_section
 
-    scope = _find_scope(registry, options.scope)
+    scope = _find_scope(registry, options.scope, "%dsh_sdk")
     language = None if registry.code_runtime is not None else "python"
     return sdk_section(registry, scope, language=language).text
 

@@ -24,6 +24,11 @@ bindings as methods of ``tools`` with positional arguments (discovery's
 ``tools.search("words")``); a runtime that does not know them still offers them as
 plain bindings (``tools["tools.search"]({"query": "words"})``).
 
+Signatures: bindings that also implement :class:`SignatureBindings` say what argument
+dict each binding takes, so a program that calls one wrongly (``tools.add(1, 2)``) is told
+how to call it. A program calls a binding with one dict (or with keywords, which become
+the dict); anything else raises ``TypeError`` in the program and calls nothing.
+
 Sessions: bindings that also implement :class:`SessionBindings` say which conversation
 their run belongs to. A *stateful* runtime (one whose ``stateful`` property is true; read
 it with :func:`runtime_is_stateful`, other runtimes need not define it) runs the programs
@@ -42,8 +47,9 @@ from .json_value import JsonValue
 
 __all__ = ["Binding", "BindingError", "Bindings", "CodeRunFailure", "CodeRunResult", "CodeRuntime",
            "Display", "FailureKind", "FunctionBindings", "HelperBindings", "OutputObserver",
-           "RunFact", "RunFile", "RuntimeInputs", "SessionBindings", "binding_helpers",
-           "binding_session", "input_names", "runtime_is_stateful"]
+           "RunFact", "RunFile", "RuntimeInputs", "SessionBindings", "SignatureBindings",
+           "binding_helpers", "binding_session", "binding_signatures", "input_names",
+           "runtime_is_stateful"]
 
 FailureKind = Literal[
     "exception", "timeout", "abort", "kernel-exit", "invalid-output", "output-limit",
@@ -133,6 +139,27 @@ class SessionBindings(Protocol):
         runtime gives each key its own interpreter, shared by no other key: the key must
         be unique to the conversation, never derived from anything two could share."""
         ...
+
+
+@runtime_checkable
+class SignatureBindings(Protocol):
+    """Optional fifth face of :class:`Bindings`: the argument dict of each binding."""
+
+    @property
+    def signatures(self) -> Mapping[str, str]:
+        """``{binding name: its argument dict, one line}`` in the runtime's language, e.g.
+        ``{"add": '{"a": int, "b": int}'}``: a program that calls ``add`` wrongly reads
+        ``await tools.add({"a": int, "b": int})``. A name left out reads ``{...}``."""
+        ...
+
+
+def binding_signatures(bindings: Bindings) -> dict[str, str]:
+    """The signatures ``bindings`` declare (see :class:`SignatureBindings`), else ``{}``."""
+    if not isinstance(bindings, SignatureBindings):
+        return {}
+    names = set(bindings.names)
+    return {name: text for name, text in sorted(bindings.signatures.items())
+            if name in names and isinstance(text, str)}
 
 
 def binding_session(bindings: Bindings) -> str | None:

@@ -41,6 +41,7 @@ from .runtime import (
     FailureKind,
     OutputObserver,
     binding_helpers,
+    binding_signatures,
 )
 
 __all__ = ["InProcessRuntime"]
@@ -118,7 +119,7 @@ class InProcessRuntime:
                                            _Stream(log, "stderr", over)))
         task = asyncio.ensure_future(
             kernel.run(sorted(bindings.names), program, self.max_output_bytes,
-                       binding_helpers(bindings)))
+                       binding_helpers(bindings), signatures=binding_signatures(bindings)))
         undo = signal.add_listener(lambda reason: settle(_failure("abort", reason)))
         timer = loop.call_later(self.wall_seconds, settle, _failure(
             "timeout", f"the program passed its wall budget of {self.wall_seconds:g} s"))

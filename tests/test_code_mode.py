@@ -591,6 +591,57 @@ return out
     assert result.value == {"logs": [], "result": ["kw", "item", "AttributeError", "KeyError"]}
 
 
+async def test_a_wrong_call_says_to_pass_one_dict_and_shows_the_signature(
+        code_runtime: CodeRuntime) -> None:
+    """Positional arguments, a value that is not a dict, or a dict and keywords call
+    nothing and raise one line: the tool takes one dict, and the dict it takes."""
+    registry = code_registry(code_runtime)
+
+    @registry.tool
+    async def add(a: int, b: int, note: str = "") -> int:
+        "Add two integers."
+        return a + b
+
+    registry.register(define_tool(
+        name="my-echo", description="Echo.", execute=lambda args, ctx: args,
+        parameters={"type": "object", "properties": {"text": {"type": "string"}}},
+        output={"schema": {"type": "object"}, "render": lambda a, v: str(v)}))
+    starts: list[str] = []
+    registry.on_event(lambda e: starts.append(e["call_id"]) if e["kind"] ==
+                      "tool/code-dispatch-start" else None)
+    code = """
+out = []
+for call in (lambda: tools.add(1, 2), lambda: tools.add([1, 2]),
+             lambda: tools.add({"a": 1}, b=2), lambda: tools["my-echo"]("hi")):
+    try:
+        await call()
+    except TypeError as error:
+        out.append(str(error))
+return out + [await tools.add(a=1, b=2)]
+"""
+    result = await run(registry, code)
+    add_usage = ('tools.add takes one dict of arguments: '
+                 'await tools.add({"a": int, "b": int, "note": NotRequired[str]})')
+    assert result.value == {"logs": [], "result": [
+        add_usage, add_usage, add_usage,
+        'tools["my-echo"] takes one dict of arguments: '
+        'await tools["my-echo"]({"text": NotRequired[str]})', 3]}
+    assert starts == ["r1:code:1"]  # only the keyword call was made
+    failed = await run(registry, "await tools.add(1, 2)", call_id="r2")
+    assert failed.error.code == "CODE_RUN_FAILED"
+    assert failed.error.message.endswith(f"\nTypeError: {add_usage}")
+
+
+async def test_a_wrong_call_under_discovery_points_at_describe() -> None:
+    registry = code_registry(mode="discovery")
+    registry.register(echo())
+    result = await run(registry, "try:\n    await tools.echo('hi')\n"
+                                 "except TypeError as error:\n    return str(error)")
+    assert result.value["result"] == ('tools.echo takes one dict of arguments: await '
+                                      'tools.echo({...}); tools.describe("echo") shows its '
+                                      'fields')
+
+
 async def test_a_syntax_error_names_the_program_line_and_no_host_path(
         code_runtime: CodeRuntime) -> None:
     result = await run(code_registry(code_runtime), "print('a')\nx = (")

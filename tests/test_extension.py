@@ -6,6 +6,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from IPython.core.error import UsageError
 from IPython.core.interactiveshell import InteractiveShell
 
 from dsh_jupyter.extension import RunCodeOutcome
@@ -54,7 +55,35 @@ async def test_run_code_magic_reports_a_missing_registry(shell: Any) -> None:
     cell = "%%run_code\nreturn 1\n"
     result = await run(shell, cell)
     assert not result.success
+    assert isinstance(result.error_in_exec, UsageError)  # IPython shows one line
     assert "no ToolRegistry" in str(result.error_in_exec)
+
+
+async def test_several_registries_suggest_only_those_that_run_code(shell: Any) -> None:
+    assert (await run(shell, SETUP)).success
+    assert (await run(shell, "plain = ToolRegistry()\n"
+                             "idle = ToolRegistry(mode='code')")).success  # no runtime
+    result = await run(shell, "%%run_code\nreturn 1\n")
+    assert isinstance(result.error_in_exec, UsageError)
+    assert str(result.error_in_exec) == ("%%run_code: several registries (idle, plain, "
+                                         "registry); name one: %%run_code registry")
+    for name, problem in (("plain", "needs Code Mode"), ("idle", "no code runtime")):
+        named = await run(shell, f"%%run_code {name}\nreturn 1\n")
+        assert isinstance(named.error_in_exec, UsageError)
+        assert problem in str(named.error_in_exec)
+    # %dsh_sdk shows any registry's SDK, so its hint names them all.
+    sdk = await run(shell, "%dsh_sdk")
+    assert str(sdk.error_in_exec).endswith(
+        "name one: %dsh_sdk idle or %dsh_sdk plain or %dsh_sdk registry")
+
+
+async def test_an_unknown_option_is_a_usage_error_not_an_exit(shell: Any) -> None:
+    assert (await run(shell, SETUP)).success
+    result = await run(shell, "%%run_code --bogus\nreturn 1\n")
+    assert isinstance(result.error_in_exec, UsageError)  # not SystemExit
+    assert str(result.error_in_exec) == (
+        "%%run_code: unrecognized arguments: --bogus; usage: %%run_code [REGISTRY] "
+        "[--scope NAME] [--description TEXT] [--out VAR]")
 
 
 async def test_dsh_sdk_line_magic(shell: Any) -> None:
@@ -83,3 +112,26 @@ async def test_run_code_outcome_displays_the_card(shell: Any) -> None:
     assert text.startswith("[ok] Show <b>card</b> — run_code")
     assert "[ok] double — x=5" in text and text.endswith("10")
     assert "<b>card</b>" not in bundle["text/html"]  # escaped
+
+
+async def test_a_wrong_tool_call_in_a_cell_shows_how_to_call_it(shell: Any) -> None:
+    assert (await run(shell, SETUP)).success
+    cell = "%%run_code --out wrong --description Wrong\nreturn await tools.double(2)\n"
+    assert (await run(shell, cell)).success  # the program failed, the cell did not
+    outcome = shell.user_ns["wrong"]
+    line = ('TypeError: tools.double takes one dict of arguments: '
+            'await tools.double({"x": int})')
+    assert outcome.result.error.message.endswith(f"\n{line}")
+    assert line in outcome._repr_mimebundle_()["text/plain"]  # the card shows it
+
+
+async def test_dsh_sdk_shows_the_value_types_of_dicts(shell: Any) -> None:
+    cell = ("from dsh_jupyter import ToolRegistry\nplain = ToolRegistry()\n\n@plain.tool\n"
+            "async def scale(prices: dict[str, float], rates: dict[str, dict[str, int]]"
+            ") -> dict[str, float]:\n    'Scale prices.'\n    return prices\n")
+    assert (await run(shell, cell)).success
+    from dsh_jupyter.extension import sdk_text
+
+    text = sdk_text(shell.user_ns, "")
+    assert "    prices: dict[str, float]\n    rates: dict[str, dict[str, int]]\n" in text
+    assert "async def scale(self, args: ScaleArgs) -> dict[str, float]:" in text

@@ -184,3 +184,65 @@ async def test_a_live_view_does_not_show_the_cells_card_twice(kernel: Kernel) ->
                              'arguments={"code": "return 5", "description": "Elsewhere"}))\n'
                              "print(len(view.cards))")
     assert other.text.strip().endswith("1")
+
+
+@pytest.fixture
+async def bare_kernel() -> AsyncIterator[Kernel]:
+    """A kernel with the extension loaded and nothing else (no runtime started)."""
+    manager = AsyncKernelManager(kernel_name="python3")
+    await manager.start_kernel()
+    wrapped = Kernel(manager)
+    wrapped.client.start_channels()
+    try:
+        await wrapped.client.wait_for_ready(timeout=60)
+        setup = await wrapped.run("%load_ext dsh_jupyter\nfrom dsh_jupyter import ToolRegistry\n"
+                                  "from dsh_jupyter.testing import InProcessRuntime")
+        assert setup.reply["status"] == "ok", setup.text
+        yield wrapped
+    finally:
+        wrapped.client.stop_channels()
+        await manager.shutdown_kernel(now=True)
+
+
+def _shown(cell: Cell) -> str:
+    """All the text a front end shows for the cell: streams, tracebacks, displays."""
+    parts = []
+    for message in cell.of("stream", "error", "display_data", "execute_result"):
+        content = message["content"]
+        parts.append(content.get("text", ""))
+        parts.append("\n".join(content.get("traceback", [])))
+        parts.append(content.get("data", {}).get("text/plain", ""))
+    return "".join(parts)
+
+
+async def test_a_setup_mistake_shows_one_line(bare_kernel: Kernel) -> None:
+    """Each mistake in setting up %%run_code (or %dsh_sdk) shows one line saying what is
+    wrong and how to fix it: no traceback, no argparse usage, no SystemExit."""
+    expected = [
+        ("%%run_code\nreturn 1", "no ToolRegistry"),
+        ("plain = ToolRegistry()\n", None),
+        ("%%run_code\nreturn 1", "needs Code Mode"),
+        ('coder = ToolRegistry(mode="code", code_runtime=InProcessRuntime())', None),
+        # Several registries: the hint names the one that can run code (not "plain").
+        ("%%run_code\nreturn 1", "name one: %%run_code coder"),
+        ("%%run_code plain\nreturn 1", "needs Code Mode"),
+        ("%%run_code nosuch\nreturn 1", "'nosuch' is not a ToolRegistry"),
+        ("%%run_code coder --bogus\nreturn 1", "unrecognized arguments: --bogus"),
+        ("%%run_code coder --scope\nreturn 1", "--scope: expected one argument"),
+        ("%%run_code coder --scope nobody\nreturn 1", "no scope named 'nobody'"),
+        ("%%run_code coder --description 'unclosed\nreturn 1", "No closing quotation"),
+        ("%dsh_sdk --bogus", "unrecognized arguments: --bogus"),
+        ("%dsh_sdk", "name one: %dsh_sdk coder"),
+    ]
+    for code, message in expected:
+        cell = await bare_kernel.run(code)
+        if message is None:
+            assert cell.reply["status"] == "ok", _shown(cell)
+            continue
+        shown = _shown(cell)
+        assert cell.reply["status"] == "error", (code, shown)
+        assert not cell.of("error"), (code, shown)  # no traceback
+        assert shown.count("\n") == 1 and shown.startswith("UsageError: "), (code, shown)
+        assert message in shown, (code, shown)
+    ran = await bare_kernel.run("%%run_code coder\nreturn 1")
+    assert ran.reply["status"] == "ok" and "[ok] Run the cell's program" in _shown(ran)

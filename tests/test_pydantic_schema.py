@@ -101,7 +101,11 @@ def subset(type_: Any) -> dict[str, Any]:
     (Any, {}),
     (list[str], {"type": "array", "items": {"type": "string"}}),
     (set[int], {"type": "array", "items": {"type": "integer"}}),
-    (dict[str, int], {"type": "object"}),
+    (dict[str, int], {"type": "object", "additionalProperties": {"type": "integer"}}),
+    (dict[str, dict[str, float | None]], {"type": "object", "additionalProperties": {
+        "type": "object", "additionalProperties": {"oneOf": [{"type": "number"},
+                                                              {"type": "null"}]}}}),
+    (dict[str, Any], {"type": "object", "additionalProperties": True}),
     (tuple[int, str], {"type": "array"}),
     (tuple[int, ...], {"type": "array", "items": {"type": "integer"}}),
     (int | None, {"oneOf": [{"type": "integer"}, {"type": "null"}]}),
@@ -228,7 +232,8 @@ def test_input_is_not_modified() -> None:
 # -- soundness: never reject what pydantic accepts -------------------------------------------------
 
 TYPES: list[Any] = [Config, Movie, Size, Owner, int | None, int | float | None, dict[str, int],
-                    tuple[int, str], Literal[1, "a", True], Color, list[Point | Size], Any]
+                    dict[str, Point | None], tuple[int, str], Literal[1, "a", True], Color,
+                    list[Point | Size], Any]
 JSON = st.recursive(st.none() | st.booleans() | st.integers(-3, 3) | st.floats(-2, 2)
                     | st.sampled_from(["", "a", "px", "red", "cat", "dog"]),
                     lambda inner: st.lists(inner, max_size=3)
@@ -257,6 +262,9 @@ def near(schema: dict[str, Any]) -> st.SearchStrategy[Any]:
         options.append(st.fixed_dictionaries(
             {name: near(properties[name]) for name in required},
             optional={name: near(sub) for name, sub in properties.items() if name not in required}))
+    if isinstance(schema.get("additionalProperties"), dict):
+        options.append(st.dictionaries(st.sampled_from(["x", "y", "kind"]),
+                                       near(schema["additionalProperties"]), max_size=3))
     return st.one_of(*options, *options, JSON)  # mostly shaped, sometimes anything
 
 

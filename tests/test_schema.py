@@ -45,6 +45,10 @@ def obj(properties: dict[str, Any], **rest: Any) -> dict[str, Any]:
     {"type": "number", "enum": [1, 2.5]},
     {"type": "integer", "const": 3.0},
     {"required": ["x"]},  # open object: an undeclared required property can still be supplied
+    # dict[str, float], dict[str, dict[str, int]]: one schema for every undeclared property
+    {"type": "object", "additionalProperties": {"type": "number"}},
+    obj({"a": {}}, additionalProperties={"type": "object",
+                                         "additionalProperties": {"type": "integer"}}),
     # TypeScript-SDK MCP servers (zod-to-json-schema) put these at the root
     obj({"a": {"type": "string"}}, **{"$schema": "http://json-schema.org/draft-07/schema#",
                                       "$id": "urn:example:args"}),
@@ -69,9 +73,9 @@ def test_supported_schemas_have_no_violations(schema: dict[str, Any]) -> None:
     ({"minimum": 0}, 'minimum: "minimum" is not supported: the subset has no value constraints'),
     ({"patternProperties": {}}, 'patternProperties: "patternProperties" is not supported (declare'),
     ({"prefixItems": [{}]}, 'prefixItems: "prefixItems" is not supported (use items with one'),
-    ({"additionalProperties": {"type": "string"}}, "additionalProperties: a schema here is not "
-                                                   "supported (use true or false"),
-    ({"additionalProperties": "no"}, "additionalProperties: must be true or false"),
+    ({"additionalProperties": "no"}, "additionalProperties: must be true, false or a schema"),
+    ({"additionalProperties": {"type": "int"}},
+     'additionalProperties.type: "int" is not a supported type'),
     ({"frobnicate": 1}, 'frobnicate: "frobnicate" is not a supported keyword'),
     ({"properties": {"a": {"$schema": "x"}}},
      'properties.a.$schema: "$schema" is allowed only at the root of a schema'),
@@ -199,6 +203,17 @@ def test_undeclared_property_only_when_closed() -> None:
     assert errors(closed, {"a": 1, "x": 2}) == ['"x" is not a declared property']
     assert errors(obj({"a": {}}), {"a": 1, "x": 2}) == []
     assert errors(obj({"a": {}}, additionalProperties=True), {"x": 2}) == []
+
+
+def test_undeclared_properties_match_the_additional_properties_schema() -> None:
+    prices = {"type": "object", "additionalProperties": {"type": "number"}}
+    assert errors(prices, {"a": 1.5, "b": 2}) == []
+    assert errors(prices, {"a": "1.5", "b": None}) == ['"a" must be a number',
+                                                       '"b" must be a number']
+    nested = obj({"name": {"type": "string"}}, additionalProperties=prices)
+    assert errors(nested, {"name": "x", "eur": {"usd": 1.1}}) == []  # name is declared
+    assert errors(nested, {"name": 1, "eur": {"usd": True}}) == [
+        '"name" must be a string', '"eur.usd" must be a number']
 
 
 def test_one_of_matched_two_and_matched_zero() -> None:
@@ -356,7 +371,9 @@ def container_schemas(draw: st.DrawFn, child: st.SearchStrategy[dict[str, Any]])
         schema["oneOf"] = draw(st.lists(child, min_size=1, max_size=3))
     else:
         properties = draw(st.dictionaries(NAMES, child, max_size=3))
-        closed = draw(st.sampled_from([None, True, False]))
+        # None, a boolean, or (dict[str, X]) the schema X of every undeclared property
+        closed: bool | dict[str, Any] | None = draw(st.sampled_from([None, True, False])
+                                                     | child)
         declare_empty: bool = draw(st.booleans())
         if properties or declare_empty:
             schema["properties"] = properties
@@ -389,13 +406,16 @@ def values_for(schema: dict[str, Any]) -> st.SearchStrategy[Any]:
         options.append(st.lists(values_for(schema["items"]), max_size=3))
     if "oneOf" in schema:
         options.extend(values_for(branch) for branch in schema["oneOf"])
-    if "properties" in schema or "required" in schema:
+    extra = schema.get("additionalProperties")
+    if "properties" in schema or "required" in schema or isinstance(extra, dict):
         properties = schema.get("properties", {})
         required = schema.get("required", [])
+        undeclared = values_for(extra if isinstance(extra, dict) else {})
         options.append(st.fixed_dictionaries(
-            {name: values_for(properties.get(name, {})) for name in required},
+            {name: values_for(properties[name]) if name in properties else undeclared
+             for name in required},
             optional={name: values_for(sub) for name, sub in properties.items()
-                      if name not in required} | {"d": JSON}))
+                      if name not in required} | {"d": undeclared}))
     return st.one_of(options)
 
 

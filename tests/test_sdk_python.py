@@ -16,12 +16,14 @@ import subprocess
 import sys
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from pydantic import BaseModel
 
+from dsh_jupyter import ToolRegistry
 from dsh_jupyter.registry.sdk_python import (
     SdkTool,
     json_schema_to_py,
@@ -198,7 +200,30 @@ OPTIONAL = [
     ),
 ]
 
+
+class Point(BaseModel):
+    x: int
+    y: int = 0
+
+
+def typed_tools() -> list[SdkTool]:
+    """Tools typed with Python annotations, as ``%dsh_sdk`` shows them: the schemas are
+    what the registry derived from pydantic (``dict[str, X]`` keeps ``X``)."""
+    registry = ToolRegistry()
+
+    @registry.tool
+    async def convert(prices: dict[str, float], rates: dict[str, dict[str, float]],
+                      points: dict[str, Point], units: dict[str, Literal["m", "s"]] | None = None,
+                      ) -> dict[str, float]:
+        "Convert prices."
+        return prices
+
+    return [SdkTool(name=d.name, description=d.description, parameters=d.parameters,
+                    output=d.output.schema) for d in registry.visible().values()]
+
+
 CASES = {
+    "typed": typed_tools(),
     "optional": OPTIONAL,
     "small": SMALL,
     "exotic": EXOTIC,
@@ -257,14 +282,30 @@ async def main() -> None:
     await tools.no_such_tool({})  # E
 """
 
+# Typed tools: a dict's value type reaches the SDK, nested too.
+USE_TYPED = """
+async def main() -> None:
+    out = await tools.convert({"prices": {"a": 1.5}, "rates": {"eur": {"usd": 1.1}},
+                               "points": {"p": {"x": 1}}, "units": {"d": "m"}})
+    total: float = out["a"] + 1
+    await tools.convert({"prices": {"a": "1"}, "rates": {}, "points": {}})  # E value type
+    await tools.convert({"prices": {}, "rates": {"e": {"u": "x"}}, "points": {}})  # E nested
+    await tools.convert({"prices": {}, "rates": {}, "points": {"p": {"y": 1}}})  # E no x
+    await tools.convert({"prices": {}, "rates": {}, "points": {}, "units": {"d": "h"}})  # E
+    name: str = out["a"]  # E a float
+    print(total, name)
+"""
+
 
 def test_generated_sdks_type_check(tmp_path: Path) -> None:
     """One mypy --strict run: every golden case, plus programs that use the SDK."""
     realistic = render_python_sdk(CASES["realistic"])
+    typed = render_python_sdk(CASES["typed"])
     files = {f"sdk_{case}.py": render_python_sdk(tools) for case, tools in CASES.items()}
     files["sdk_object_cycle.py"] = render_python_sdk([tool("loop", parameters=_OBJECT_CYCLE)])
     files["use_ok.py"] = realistic + USE_OK
     files["use_bad.py"] = realistic + USE_BAD
+    files["use_typed.py"] = typed + USE_TYPED
     for name, text in files.items():
         (tmp_path / name).write_text(text, encoding="utf-8")
     command = [sys.executable, "-m", "mypy", "--strict", "--config-file=", "--python-version=3.11"]
@@ -273,9 +314,12 @@ def test_generated_sdks_type_check(tmp_path: Path) -> None:
     errors: dict[str, set[int]] = {}
     for match in re.finditer(r"^(\w+\.py):(\d+): error:", run.stdout, re.MULTILINE):
         errors.setdefault(match[1], set()).add(int(match[2]))
-    offset = realistic.count("\n")
-    expected = {offset + i for i, line in enumerate(USE_BAD.splitlines(), 1) if "  # E" in line}
-    assert errors == {"use_bad.py": expected}, run.stdout + run.stderr
+    def marked(sdk: str, program: str) -> set[int]:
+        offset = sdk.count("\n")
+        return {offset + i for i, line in enumerate(program.splitlines(), 1) if "  # E" in line}
+
+    assert errors == {"use_bad.py": marked(realistic, USE_BAD),
+                      "use_typed.py": marked(typed, USE_TYPED)}, run.stdout + run.stderr
 
 
 def test_every_golden_also_runs() -> None:

@@ -8,11 +8,12 @@ everything arrives over one comm whose target is :data:`TARGET_NAME`.
 Inside the program::
 
     hits = await tools.search({"query": "kernels"})      # attribute access
-    page = await tools["fetch-page"](url=hits[0]["url"])  # any binding name
+    page = await tools["fetch-page"](url=hits[0]["url"])  # any binding name, keywords
     try:
         await tools.delete({"id": 1})
     except ToolCallError as error:
         print(error.tool_name, error.message)
+    await tools.delete(1)  # TypeError: tools.delete takes one dict of arguments: ...
 
 Under discovery the host also names *helpers* (``{method: binding}``): methods of
 ``tools`` whose positional arguments become the binding's object, per
@@ -55,12 +56,14 @@ import builtins
 import contextlib
 import itertools
 import json
+import keyword
 import linecache
 import math
 import sys
 import threading
 import traceback
 import types
+import unicodedata
 from collections.abc import Callable, Mapping
 from typing import Any, Literal, TypedDict
 
@@ -251,25 +254,52 @@ def _rejecter(future: asyncio.Future[JsonValue], error: BaseException) -> Callab
 
 
 class Tool:
-    """One binding: ``await tool(args)`` or ``await tool(key=value, ...)``."""
+    """One binding: ``await tool({...})`` with one dict, or ``await tool(key=value, ...)``.
+    Any other call (``tool(1, 2)``, ``tool([1])``, a dict and keywords) calls nothing and
+    raises ``TypeError`` showing how to call it: ``signature`` is the argument dict as the
+    host describes it (``{"a": int}``), ``label`` how the program reaches the tool."""
 
-    __slots__ = ("_bridge", "name")
+    __slots__ = ("_bridge", "_describe", "_label", "_signature", "name")
 
-    def __init__(self, bridge: Bridge, name: str) -> None:
+    def __init__(self, bridge: Bridge, name: str, *, signature: str | None = None,
+                 label: str | None = None, describe: bool = False) -> None:
         self._bridge = bridge
         self.name = name
+        self._signature = signature
+        self._label = label or f"tools[{_quoted(name)}]"
+        self._describe = describe
 
-    async def __call__(self, args: JsonValue = None, /, **kwargs: JsonValue) -> JsonValue:
-        if kwargs:
-            if args is not None:
-                raise TypeError(f"tool {self.name!r} takes an argument object or keywords")
-            args = kwargs
-        elif args is None:
-            args = {}
-        return await self._bridge.call(self.name, args)
+    async def __call__(self, *args: JsonValue, **kwargs: JsonValue) -> JsonValue:
+        if not args:
+            return await self._bridge.call(self.name, kwargs)
+        if len(args) == 1 and not kwargs and (args[0] is None or isinstance(args[0], dict)):
+            return await self._bridge.call(self.name, {} if args[0] is None else args[0])
+        raise TypeError(self.usage())
+
+    def usage(self) -> str:
+        """One line: the tool takes one dict, and the dict it takes."""
+        text = (f"{self._label} takes one dict of arguments: "
+                f"await {self._label}({self._signature or '{...}'})")
+        if self._describe and self._signature is None:
+            text += f"; tools.describe({_quoted(self.name)}) shows its fields"
+        return text
 
     def __repr__(self) -> str:
         return f"<tool {self.name!r}>"
+
+
+def _quoted(text: str) -> str:
+    """A string literal for ``text``, double-quoted where that needs no escapes (as the SDK
+    writes names)."""
+    literal = repr(text)
+    return f'"{literal[1:-1]}"' if literal[0] == "'" and '"' not in text else literal
+
+
+def _attribute_name(name: str) -> bool:
+    """Whether the SDK writes ``name`` as ``tools.name`` (else ``tools["name"]``)."""
+    return (name.isidentifier() and not keyword.iskeyword(name)
+            and not keyword.issoftkeyword(name) and not name.startswith("_")
+            and unicodedata.normalize("NFKC", name) == name)
 
 
 HELPER_PARAMETERS: dict[str, tuple[str, ...]] = {
@@ -313,11 +343,17 @@ class Tools:
     __slots__ = ("_helpers", "_tools")
 
     def __init__(self, bridge: Bridge, names: list[str],
-                 helpers: Mapping[str, str] | None = None) -> None:
+                 helpers: Mapping[str, str] | None = None,
+                 signatures: Mapping[str, str] | None = None) -> None:
         helpers = {name: binding for name, binding in (helpers or {}).items()
                    if name in HELPER_PARAMETERS}
         bindings = set(helpers.values())
-        self._tools = {name: Tool(bridge, name) for name in names if name not in bindings}
+        signatures = signatures or {}
+        self._tools = {
+            name: Tool(bridge, name, signature=signatures.get(name),
+                       label=f"tools.{name}" if _attribute_name(name)
+                       and name not in helpers else None, describe="describe" in helpers)
+            for name in names if name not in bindings}
         self._helpers = {name: Helper(bridge, name, binding)
                          for name, binding in helpers.items()}
 
@@ -659,13 +695,15 @@ class Runtime:
         self._guarded = False
 
     async def run(self, names: list[str], source: str, max_output_bytes: int,
-                  helpers: Mapping[str, str] | None = None, *, keep: bool = False) -> None:
+                  helpers: Mapping[str, str] | None = None, *, keep: bool = False,
+                  signatures: Mapping[str, str] | None = None) -> None:
         """Run ``source`` with ``tools`` for ``names`` (and ``helpers``, ``{method:
         binding}``); always ends with one ``done`` message. With ``keep`` (a stateful
         session: this kernel serves several runs) the program's top-level names live in
         one namespace shared by every ``keep`` run (see :func:`compile_program`); each run
-        still gets its own ``tools``."""
-        tools = Tools(self.bridge, names, helpers)
+        still gets its own ``tools``. ``signatures`` (``{binding: argument dict}``) say how
+        to call a tool to a program that called it wrongly."""
+        tools = Tools(self.bridge, names, helpers, signatures)
         if self._output is None:
             patch_write(sys.stdout)
             patch_write(sys.stderr)

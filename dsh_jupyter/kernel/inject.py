@@ -60,12 +60,17 @@ def setup_cell(carrier: tuple[str, str] | None, *, preloaded: bool) -> str:
 
 
 def program_cell(names: Iterable[str], program: str, max_output_bytes: int,
-                 helpers: Mapping[str, str] | None = None, *, keep: bool = False) -> str:
+                 helpers: Mapping[str, str] | None = None, *, keep: bool = False,
+                 signatures: Mapping[str, str] | None = None) -> str:
     """The one line of cell code that runs ``program`` through the injected runtime;
     ``helpers`` (``{method: binding}``) become methods of ``tools``; ``keep`` (a stateful
-    session) keeps the program's top-level names for the session's next runs."""
+    session) keeps the program's top-level names for the session's next runs;
+    ``signatures`` (``{binding: argument dict}``) are shown to a program that calls a
+    binding wrongly."""
     extra = f", {dict(sorted(helpers.items()))!r}" if helpers else ""
     if keep:
         extra += ", keep=True"
+    if signatures:
+        extra += f", signatures={dict(sorted(signatures.items()))!r}"
     return (f"await __import__('sys').modules[{MODULE_NAME!r}].runtime.run("
             f"{sorted(names)!r}, {program!r}, {max_output_bytes!r}{extra})")

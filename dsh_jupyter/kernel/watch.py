@@ -51,6 +51,7 @@ from ..runtime import (
     FailureKind,
     OutputObserver,
     binding_helpers,
+    binding_signatures,
 )
 from . import proctree
 from .bridge import Bridge, BuiltResult, done_result
@@ -137,6 +138,7 @@ class RunWatch:
         self._idle = asyncio.Event()
         self._names = list(bindings.names)
         self._helpers = binding_helpers(bindings)
+        self._signatures = binding_signatures(bindings)
         observer = SafeObserver(bindings) if isinstance(bindings, OutputObserver) else None
         self._log = OutputLog(self._config.max_output_bytes, budget,
                               on_entry=None if observer is None else observer.on_log)
@@ -165,7 +167,8 @@ class RunWatch:
                 connection = self._session.connection
                 self._request = connection.execute(
                     program_cell(self._names, self._program, self._config.max_output_bytes,
-                                 self._helpers, keep=self._keep))
+                                 self._helpers, keep=self._keep,
+                                 signatures=self._signatures))
                 self._reader = asyncio.create_task(self._read())
                 tasks = [self._reader,
                          asyncio.create_task(self._watchdog()),

@@ -27,6 +27,11 @@ also offers its helpers as bindings (:attr:`DispatchBridge.helpers`) and answers
 itself, from that catalog: they read what the scope sees and change nothing, so they
 take no sub-call id, run no policy and emit no event.
 
+Signatures: outside discovery the bridge is also the run's
+:class:`~dsh_jupyter.runtime.SignatureBindings`: each tool's argument dict as the SDK types
+it, for a program that calls a tool wrongly (under discovery the catalog can be large, so
+the program is pointed at ``tools.describe`` instead).
+
 Session: the bridge is also the run's :class:`~dsh_jupyter.runtime.SessionBindings`: its
 key is the calling scope's ``session_key`` (the registry's for a call without a scope), so
 on a stateful runtime each scope's programs share one kernel and no other scope's.
@@ -65,6 +70,7 @@ from .discovery import Catalog, helper_bindings
 from .execution import ToolCall, ToolRunContext
 from .pipeline import execute
 from .results import ToolResult
+from .sdk_python import argument_shape
 
 if TYPE_CHECKING:
     from ._view import RegistryView
@@ -158,6 +164,16 @@ class DispatchBridge:
         """The calling scope's session key, else the registry's (see the module docstring)."""
         agent = self._ctx.agent
         return agent.session_key if agent is not None else self._registry.session_key
+
+    @property
+    def signatures(self) -> Mapping[str, str]:
+        """Each tool's argument dict, one line (``{"a": int, "b": int}``); none under
+        discovery. Computed when a runtime asks, once per run."""
+        if self._catalog is not None:
+            return {}
+        visible = self._registry.visible(self._ctx.agent)
+        return {name: argument_shape(visible[name].parameters)
+                for name in self._names if name in visible}
 
     @property
     def helpers(self) -> Mapping[str, str]:

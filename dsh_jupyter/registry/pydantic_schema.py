@@ -3,10 +3,11 @@
 pydantic stays the real validator of typed tools; the subset schema is what models read and
 what the pipeline checks first, so it must never reject a value pydantic accepts. Whatever the
 subset cannot say is therefore loosened, never tightened: value constraints (``minimum``,
-``pattern``, ...) are dropped, ``dict[str, X]`` becomes an open object, tuples become plain
-arrays, and ``anyOf`` becomes ``oneOf`` only where its branches are disjoint (overlapping
-branches merge into their JSON types, so ``int | float`` is a number). ``$defs``/``$ref`` are
-inlined; a recursive type is an error because the subset has no references.
+``pattern``, ...) are dropped, ``dict[str, X]`` keeps ``X`` (as ``additionalProperties``) but
+not constraints on its keys, tuples become plain arrays, and ``anyOf`` becomes ``oneOf`` only
+where its branches are disjoint (overlapping branches merge into their JSON types, so
+``int | float`` is a number). ``$defs``/``$ref`` are inlined; a recursive type is an error
+because the subset has no references.
 """
 
 from __future__ import annotations
@@ -84,7 +85,10 @@ class _Converter:
             elif key == "required" and isinstance(value, list):
                 out[key] = list(dict.fromkeys(n for n in value if isinstance(n, str)))
             elif key == "additionalProperties" and isinstance(value, bool):
-                out[key] = value  # a schema here (dict[str, X]) leaves the object open
+                out[key] = value
+            elif key == "additionalProperties" and isinstance(value, Mapping):
+                # dict[str, X]: X for every key (converted like a property's type).
+                out[key] = self.convert(value, refs, join_path(path, key))
             elif key == "items" and isinstance(value, Mapping) and "prefixItems" not in node:
                 # After prefixItems, items covers only the tail: dropping both only loosens.
                 out[key] = self.convert(value, refs, join_path(path, key))

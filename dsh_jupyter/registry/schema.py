@@ -1,8 +1,9 @@
 """Compile a supported JSON Schema and validate values against it.
 
 Tool schemas use a subset with one meaning everywhere: ``type`` (one name), ``properties``,
-``required``, ``additionalProperties`` (a boolean), ``items`` (one schema), ``enum``, ``const``,
-``oneOf`` (exactly one branch) and lossless annotations. :func:`schema_violations` lists every
+``required``, ``additionalProperties`` (a boolean, or one schema for every undeclared property:
+``dict[str, float]``), ``items`` (one schema), ``enum``, ``const``, ``oneOf`` (exactly one
+branch) and lossless annotations. :func:`schema_violations` lists every
 construct outside it with its path; :func:`compile_schema` turns a supported schema into a
 :class:`CompiledSchema` whose ``validate`` lists every violation in a value (the subset
 check itself lives in :mod:`dsh_jupyter.registry.schema_subset`). JSON semantics
@@ -81,8 +82,8 @@ def _member_check(members: list[JsonValue]) -> Predicate:
 class _Node:
     """One compiled schema object; :func:`compile_schema` links the children."""
 
-    __slots__ = ("closed", "depth", "has_object_rules", "items", "one_of", "properties",
-                 "quick", "required", "type_check", "type_text", "values")
+    __slots__ = ("closed", "depth", "extra", "has_object_rules", "items", "one_of",
+                 "properties", "quick", "required", "type_check", "type_text", "values")
 
     def __init__(self, schema: dict[str, Any]) -> None:
         check, article = _TYPES.get(schema.get("type", ""), (None, ""))
@@ -98,14 +99,17 @@ class _Node:
         self.properties: dict[str, _Node] = {}
         self.required: tuple[str, ...] = tuple(schema.get("required", ()))
         self.closed = schema.get("additionalProperties") is False
-        self.has_object_rules = "properties" in schema or bool(self.required) or self.closed
+        self.extra: _Node | None = None  # the schema of undeclared properties, if one
+        self.has_object_rules = ("properties" in schema or bool(self.required) or self.closed
+                                 or isinstance(schema.get("additionalProperties"), dict))
         self.items: _Node | None = None
         self.one_of: tuple[_Node, ...] = ()
         self.quick: Predicate | None = None
         self.depth = 1
 
 
-def _quick_object(node: _Node, children: dict[str, Predicate]) -> Predicate:
+def _quick_object(node: _Node, children: dict[str, Predicate],
+                  extra: Predicate | None) -> Predicate:
     required, closed, strict = node.required, node.closed, node.type_check is _IS_OBJECT
 
     def check(value: object) -> bool:  # the flat-object fast path: no allocation, no paths
@@ -115,7 +119,7 @@ def _quick_object(node: _Node, children: dict[str, Predicate]) -> Predicate:
             if name not in value:
                 return False
         for key, item in value.items():
-            child = children.get(key)
+            child = children.get(key, extra)
             if child is None:
                 if closed:
                     return False
@@ -128,7 +132,8 @@ def _quick_object(node: _Node, children: dict[str, Predicate]) -> Predicate:
 
 def _make_quick(node: _Node) -> Predicate | None:
     """A yes/no check that is exact for valid values, or None when the subtree is too deep."""
-    kids = [*node.properties.values(), *node.one_of, *([node.items] if node.items else [])]
+    kids = [*node.properties.values(), *node.one_of, *([node.items] if node.items else []),
+            *([node.extra] if node.extra else [])]
     node.depth = 1 + max((kid.depth for kid in kids), default=0)
     quick = {id(kid): kid.quick for kid in kids if kid.quick is not None}
     if node.depth > _QUICK_DEPTH or len(quick) < len(kids):
@@ -137,7 +142,8 @@ def _make_quick(node: _Node) -> Predicate | None:
     folded = []  # a type check the container check below already performs
     if node.has_object_rules:
         parts.append(_quick_object(node, {name: quick[id(kid)]
-                                          for name, kid in node.properties.items()}))
+                                          for name, kid in node.properties.items()},
+                                   quick[id(node.extra)] if node.extra else None))
         folded.append(_IS_OBJECT)
     if node.items is not None:
         item, strict = quick[id(node.items)], node.type_check is _IS_ARRAY
@@ -201,6 +207,10 @@ def compile_schema(schema: object, *, what: str = "schema") -> CompiledSchema:
         if "items" in source:
             node.items = _Node(source["items"])
             pending.append((node.items, source["items"]))
+        extra = source.get("additionalProperties")
+        if isinstance(extra, dict):
+            node.extra = _Node(extra)
+            pending.append((node.extra, extra))
         if "oneOf" in source:
             node.one_of = tuple(_Node(branch) for branch in source["oneOf"])
             pending.extend(zip(node.one_of, source["oneOf"], strict=True))
@@ -313,7 +323,7 @@ def _check_node(node: _Node, value: object, chain: _Chain, run: _Run) -> bool:
                 run.fail((chain, name), "missing required property ")
         queued: list[tuple[_Node, object, _Chain]] = []
         for key, item in value.items():
-            child = node.properties.get(key)
+            child = node.properties.get(key, node.extra)
             if child is not None:
                 queued.append((child, item, (chain, key)))
             elif node.closed:

@@ -1,8 +1,9 @@
 """The supported JSON Schema subset: which schemas are in it, and every way one is not.
 
 Tool schemas use a subset with one meaning everywhere: ``type`` (one name), ``properties``,
-``required``, ``additionalProperties`` (a boolean), ``items`` (one schema), ``enum``, ``const``,
-``oneOf`` (exactly one branch) and lossless annotations. At the root, ``$schema`` and ``$id``
+``required``, ``additionalProperties`` (a boolean, or one schema for every undeclared property:
+``dict[str, float]``), ``items`` (one schema), ``enum``, ``const``, ``oneOf`` (exactly one
+branch) and lossless annotations. At the root, ``$schema`` and ``$id``
 (strings) are annotations too: TypeScript-SDK MCP servers send ``"$schema": "...draft-07..."``,
 and every keyword of the subset means the same in draft-07 and 2020-12, so validation ignores
 them. :func:`schema_violations` lists every construct outside it with its path, iteratively,
@@ -168,10 +169,9 @@ def _check_keywords(node: dict[Any, Any], chain: _Chain, out: list[str], kids: l
             _check_required(value, here, out)
         elif key == "additionalProperties":
             if isinstance(value, dict):
-                problem = ("a schema here is not supported (use true or false; for a mapping "
-                           'of any keys use {"type": "object"})')
+                kids.append((value, here))  # the schema of every undeclared property
             elif not isinstance(value, bool):
-                problem = "must be true or false"
+                problem = "must be true, false or a schema"
         elif key == "items":
             if isinstance(value, list):
                 problem = "an array of schemas is not supported (use one schema for every element)"

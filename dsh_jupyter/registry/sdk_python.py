@@ -130,6 +130,37 @@ def json_schema_to_py(schema: object) -> str:
     return _Renderer(declare=False).type_of(schema, "", depth=0, doc=False)
 
 
+def argument_shape(parameters: object, *, limit: int = 160) -> str:
+    """The argument dict of a tool with ``parameters`` on one line, typed as the SDK
+    types it: what a program that called the tool wrongly (``tools.add(1, 2)``) is shown.
+
+    Fields keep their order; optional ones are ``NotRequired[...]``; nested objects are
+    ``dict[str, Any]`` (their ``TypedDict`` is in the SDK); past ``limit`` characters the
+    remaining fields are ``...``. Never raises.
+
+    >>> argument_shape({"type": "object", "properties": {"a": {"type": "integer"},
+    ...                 "b": {"type": "string"}}, "required": ["a"]})
+    '{"a": int, "b": NotRequired[str]}'
+    """
+    props = parameters.get("properties") if isinstance(parameters, Mapping) else None
+    if not isinstance(props, Mapping) or not props:
+        text = json_schema_to_py(parameters)
+        return "{}" if text == "dict[str, Any]" else text
+    required = parameters.get("required") if isinstance(parameters, Mapping) else None
+    needed = set(required) if isinstance(required, list) else set()
+    fields: list[str] = []
+    size = 2  # the braces
+    for key, sub in props.items():
+        text = json_schema_to_py(sub)  # one line: literals are escaped
+        field = f"{_py_str(str(key))}: {text if key in needed else f'NotRequired[{text}]'}"
+        size += len(field) + 2
+        if size > limit:
+            fields.append("...")
+            break
+        fields.append(field)
+    return "{" + ", ".join(fields) + "}"
+
+
 _INSTRUCTIONS = """\
 ## Writing code for run_code
 

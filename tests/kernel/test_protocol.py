@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import asyncio
 import json
 import math
@@ -259,6 +260,16 @@ def test_program_cell_is_one_line() -> None:
     cell = inject.program_cell(["b", "a"], "print('x')\n%magic\nreturn 1?", 10)
     assert "\n" not in cell
     assert "['a', 'b']" in cell
+
+
+def test_program_cell_passes_helpers_keep_and_signatures() -> None:
+    cell = inject.program_cell(["a"], "return 1", 10, {"search": "tools.search"}, keep=True,
+                               signatures={"a": '{"x": Literal["\\n"]}'})
+    call = ast.parse(cell).body[0].value.value  # type: ignore[attr-defined]
+    assert [ast.literal_eval(arg) for arg in call.args] == [
+        ["a"], "return 1", 10, {"search": "tools.search"}]
+    assert {k.arg: ast.literal_eval(k.value) for k in call.keywords} == {
+        "keep": True, "signatures": {"a": '{"x": Literal["\\n"]}'}}
 
 
 @pytest.mark.parametrize(("version", "ok"), [
