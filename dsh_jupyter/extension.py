@@ -6,7 +6,8 @@
   output from the start and updates in place (log lines, displays, sub-calls,
   approvals); its Stop button, or Kernel > Interrupt, stops the program and leaves
   the card saying so, with what the program printed. The outcome is the cell's value
-  (``_``) and, with ``--out``, ``VAR``.
+  (``_``) and, with ``--out``, ``VAR``. Arguments are shell words; a value with a
+  newline is written as bash's ``$'...'`` (:mod:`._magic_line`).
 - ``%dsh_sdk [REGISTRY] [--scope NAME]`` shows the SDK section the model would see.
 - Interrupting a cell that awaits ``registry.execute(...)`` shows the stopped call's
   card and one line instead of a ``CancelledError`` traceback.
@@ -22,12 +23,12 @@ from __future__ import annotations
 import argparse
 import asyncio
 import html
-import shlex
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from itertools import count
 from typing import TYPE_CHECKING, Any
 
+from ._magic_line import split_line
 from .abort import AbortController
 from .errors import RegistrationError
 from .events import SessionEvent
@@ -143,7 +144,7 @@ def _find_scope(registry: ToolRegistry, name: str | None) -> AgentScope | None:
 
 async def run_cell(namespace: dict[str, Any], line: str, cell: str) -> RunCodeOutcome:
     """Run ``cell`` as a run_code program (what a rewritten ``%%run_code`` cell awaits)."""
-    options = _parser(MAGIC).parse_args(shlex.split(line))
+    options = _parser(MAGIC).parse_args(split_line(line))
     registry = find_registry(namespace, options.registry)
     scope = _find_scope(registry, options.scope)
     if registry.mode_for(scope) == "native":
@@ -230,7 +231,7 @@ def _rewrite(lines: list[str]) -> list[str]:
 
 
 def sdk_text(namespace: dict[str, Any], line: str) -> str:
-    options = _parser("%dsh_sdk").parse_args(shlex.split(line))
+    options = _parser("%dsh_sdk").parse_args(split_line(line))
     registry = find_registry(namespace, options.registry)
     from .registry.prompt import sdk_section
 

@@ -13,7 +13,6 @@ from __future__ import annotations
 import asyncio
 import json
 import re
-import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -361,6 +360,7 @@ def test_bad_arguments_are_one_clear_line(session: Path, tmp_path: Path) -> None
 def test_scopes_descriptions_and_calls_outside_a_run() -> None:
     """Logs without agent events (``%%run_code`` cells, ``registry.execute``), in a
     scope, with a description the magic line must quote; a log of two runs."""
+    from dsh_jupyter._magic_line import split_line
     from dsh_jupyter.extension import _parser
 
     description = "It's a \"quoted\"\ndescription"
@@ -384,12 +384,14 @@ def test_scopes_descriptions_and_calls_outside_a_run() -> None:
     assert cells[0][1].startswith("# Session\n\nrecorded 1970-01-01 00:00 UTC.")
     assert cells[3][0] == "code"  # a program outside an agent run needs no heading
     magic, body = cells[3][1].split("\n", 1)
-    options = _parser("%%run_code").parse_args(shlex.split(magic.removeprefix("%%run_code")))
-    assert (options.description, options.scope, body) == (
-        "It's a \"quoted\" description", "researcher", program)
+    # The description as recorded, its newline too (on the magic's one line, as $'...').
+    assert magic == ("%%run_code --description $'It\\'s a \"quoted\"\\ndescription' "
+                     "--scope researcher")
+    options = _parser("%%run_code").parse_args(split_line(magic.removeprefix("%%run_code")))
+    assert (options.description, options.scope, body) == (description, "researcher", program)
     assert cells[4][1] == ("### Calls\n\n| tool | arguments | outcome | result | approval |\n"
                            "|---|---|---|---|---|\n"
-                           '| `greet` | `{"name": "a\\|b"}` | denied | no |  |')
+                           '| `greet` | <code>{"name": "a\\|b"}</code> | denied | no |  |')
     runs: list[Any] = []
     for run_id in ("one", "two"):
         runs += [{"kind": "agent/run-start", "run_id": run_id, "agent": None, "mode": "code",

@@ -33,12 +33,13 @@ import datetime
 import importlib
 import os
 import re
-import shlex
 from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
+from .._magic_line import quote_argument
 from ..events import SessionEvent, read_session
+from . import _markdown as md
 from .turns import (
     Approval,
     NativeCall,
@@ -60,6 +61,7 @@ EXPORT_FORMAT = "dsh-jupyter-export/1"
 CLIP = 60
 _SPEC = re.compile(r"[A-Za-z_][\w.]*:[A-Za-z_][\w.]*")
 _DENIED = ("DENIED", "BLOCKED")
+_CODE_MODES = ("code", "both", "discovery")
 _KERNELSPEC = {"name": "python3", "display_name": "Python 3 (ipykernel)", "language": "python"}
 
 
@@ -94,8 +96,8 @@ def export_notebook(events: Iterable[SessionEvent] | str | os.PathLike[str],
     for item in session.items:
         if isinstance(item, Run):
             if several:
-                cells.markdown(f"## Run `{item.start['run_id']}`: "
-                               f"{_one_line(item.start['task'], 80)}")
+                cells.markdown(f"## Run {md.code(item.start['run_id'])}: "
+                               f"{md.text(_one_line(item.start['task'], 80))}")
         elif isinstance(item, RunEnd):
             cells.markdown(_run_end(item))
         else:
@@ -178,7 +180,7 @@ class _Cells:
                    else "a fresh `KernelRuntime`")
         where = ("Each program below runs again in its conversation's kernel" if stateful
                  else "Each program below runs again in a fresh kernel")
-        made = (f" The scopes the programs ran in ({', '.join(f'`{s}`' for s in scopes)}) are "
+        made = (f" The scopes the programs ran in ({', '.join(md.code(s) for s in scopes)}) are "
                 "made where the registry has none of that name." if scopes else "")
         self.markdown(f"## Setup\n\nThe tools come from `{tools}`, opened as `dsh-jupyter run "
                       f"--tools` opens them, in `{mode}` mode if the registry offers no "
@@ -200,9 +202,9 @@ class _Cells:
                 self.program(program)
 
     def program(self, program: Program) -> None:
-        line = f"%%run_code --description {shlex.quote(_one_line(program.description))}"
+        line = "%%run_code" + _option("description", program.description)
         if program.scope is not None:
-            line += f" --scope {shlex.quote(program.scope)}"
+            line += _option("scope", program.scope)
         outputs = []
         if self.values and program.result is not None:
             outputs.append(_nbformat().v4.new_output(
@@ -240,7 +242,7 @@ def _title(session: Session, source: str | None, values: bool) -> str:
     runs = session.runs
     first = runs[0] if runs else None
     if first is not None and len(runs) == 1:
-        heading = f"# Session: {_one_line(first['task'], 80)}"
+        heading = f"# Session: {md.text(_one_line(first['task'], 80))}"
     else:
         heading = "# Session" + (f" of {len(runs)} runs" if runs else "")
     facts = []
@@ -250,16 +252,17 @@ def _title(session: Session, source: str | None, values: bool) -> str:
     models = sorted({r["model"] for r in runs})
     modes = sorted({r["mode"] for r in runs})
     if models:
-        facts.append("model " + ", ".join(f"`{m}`" for m in models))
+        facts.append("model " + ", ".join(md.code(m) for m in models))
     if modes:
-        facts.append("mode " + ", ".join(f"`{m}`" for m in modes))
+        facts.append("mode " + ", ".join(md.code(m) for m in modes))
     if source is not None:
-        facts.append(f"log `{Path(source).name}`")
+        facts.append(f"log {md.code(Path(source).name)}")
     turns = [i for i in session.items if isinstance(i, Turn)]
     natives = sum(len(t.native) for t in turns)
     lines = [heading, "", " · ".join(facts) + ("." if facts else "")]
     if first is not None and len(runs) == 1:
-        lines += ["", "**Task:**", "", *(f"> {t}" for t in first["task"].splitlines())]
+        lines += ["", "**Task:**", "",
+                  *(f"> {md.text(t)}" for t in first["task"].splitlines())]
     lines += ["", f"{_plural(sum(t.step is not None for t in turns), 'model turn')}, "
                   f"{_plural(natives, 'native call')}, {_plural(len(session.programs), 'program')}"
                   ". Each program is a `%%run_code` cell with its recorded card as output; "
@@ -274,7 +277,7 @@ def _title(session: Session, source: str | None, values: bool) -> str:
 def _turn_markdown(turn: Turn, *, values: bool) -> str:
     lines = [f"### Step {turn.step}" if turn.step is not None else "### Calls"]
     if turn.text:
-        lines += ["", turn.text.strip()]
+        lines += ["", md.text(turn.text.strip())]
     native: list[NativeCall | Program] = [*turn.native,
                                           *(p for p in turn.programs if p.code is None)]
     if native:
@@ -283,8 +286,8 @@ def _turn_markdown(turn: Turn, *, values: bool) -> str:
         lines += ["", header, "|---" * header.count(" | ") + "|---|"]
         for call in native:
             name = call.name if isinstance(call, NativeCall) else "run_code"
-            cells = [f"`{name}`", _arguments(call.arguments, values),
-                     _outcome(call.result, call.approvals)]
+            cells = [md.cell_code(name), _arguments(call.arguments, values),
+                     md.cell(_outcome(call.result, call.approvals))]
             if values:
                 cells.append(_result_text(call))
             cells.append(_approvals(call.approvals, values, named=False))
@@ -295,15 +298,15 @@ def _turn_markdown(turn: Turn, *, values: bool) -> str:
     for program in programs:
         asked = _approvals(program.approvals, values)
         if asked:
-            lines += ["", f"Approvals in *{_escape(program.description)}*: {asked}"]
+            lines += ["", f"Approvals in *{md.cell(program.description)}*: {asked}"]
     return "\n".join(lines)
 
 
 def _arguments(arguments: Any, values: bool) -> str:
     if not values:
         keys = ", ".join(arguments) if isinstance(arguments, dict) else "…"
-        return _code_span("{" + keys + "}")
-    return _code_span(_clip(compact_json(arguments)))
+        return md.cell_code("{" + keys + "}")
+    return md.cell_code(_clip(compact_json(arguments)))
 
 
 def _result_text(call: NativeCall | Program) -> str:
@@ -312,10 +315,10 @@ def _result_text(call: NativeCall | Program) -> str:
         return ""
     error = result.get("error")
     if error is not None:
-        return _escape(_clip(error["message"]))
+        return md.cell(_clip(error["message"]))
     text = "".join(str(part.get("text", "")) for part in result["content"]
                    if part.get("type") == "text")
-    return _code_span(_clip(text)) if text else ""
+    return md.cell_code(_clip(text)) if text else ""
 
 
 def _outcome(result: Any, approvals: list[Approval]) -> str:
@@ -342,24 +345,27 @@ def _approvals(approvals: list[Approval], values: bool, *, named: bool = True) -
                 + (f" by {approval.answered_by}" if approval.answered_by else "")
             if values and approval.note:
                 answer += f": {approval.note}"
-        parts.append(f"`{approval.tool}` {asked}, {answer}" if named else f"{asked}, {answer}")
-    return _escape("; ".join(parts))
+        said = md.cell(f"{asked}, {answer}")
+        parts.append(f"{md.cell_code(approval.tool)} {said}" if named else said)
+    return "; ".join(parts)
 
 
 def _run_end(item: RunEnd) -> str:
     end = item.end
-    text = (f"**Run ended:** {end['stop']} after {_plural(end['steps'], 'step')} "
+    text = (f"**Run ended:** {md.text(end['stop'])} after {_plural(end['steps'], 'step')} "
             f"({_plural(end['tool_calls'], 'tool call')}, "
             f"{_plural(end['sub_calls'], 'sub-call')}).")
     error = end.get("error")
     if error is not None:
-        text += f" {error.get('code') or 'error'}: {_escape(_one_line(error['message']))}"
+        text += (f" {md.text(error.get('code') or 'error')}: "
+                 f"{md.text(_one_line(error['message']))}")
     return text
 
 
 def _recorded_mode(session: Session) -> str:
-    """The mode to give a native registry: the session's, when it offered run_code."""
-    modes = [r["mode"] for r in session.runs if r["mode"] != "native"]
+    """The mode to give a native registry: the session's, when it offered run_code (and
+    is a mode: the log's word is not trusted into the setup code)."""
+    modes = [r["mode"] for r in session.runs if r["mode"] in _CODE_MODES]
     return modes[0] if modes else "code"
 
 
@@ -371,16 +377,11 @@ def _clip(text: str, limit: int = CLIP) -> str:
     return text if len(text) <= limit else text[:limit - 1] + "…"
 
 
-def _escape(text: str) -> str:
-    """Text safe in a markdown table cell (one line, no column breaks)."""
-    return " ".join(text.split()).replace("|", "\\|")
-
-
-def _code_span(text: str) -> str:
-    text = _escape(text)
-    fence = "``" if "`" in text else "`"
-    pad = " " if fence == "``" else ""
-    return f"{fence}{pad}{text}{pad}{fence}"
+def _option(name: str, value: str) -> str:
+    """`` --name VALUE`` for the magic's line, exactly ``value`` however it reads (one
+    line, quoted; ``--name=VALUE`` when it starts with a dash)."""
+    joint = "=" if value.startswith("-") else " "
+    return f" --{name}{joint}{quote_argument(value)}"
 
 
 def _plural(n: int, word: str) -> str:
