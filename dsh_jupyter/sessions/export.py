@@ -38,7 +38,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
 from .._magic_line import quote_argument
-from ..events import SessionEvent, read_session
+from ..events import SessionEvent, ToolResultEvent, read_session
 from . import _markdown as md
 from .turns import (
     Approval,
@@ -50,6 +50,7 @@ from .turns import (
     Turn,
     compact_json,
     read_turns,
+    stop_of,
 )
 
 if TYPE_CHECKING:
@@ -205,13 +206,21 @@ class _Cells:
         line = "%%run_code" + _option("description", program.description)
         if program.scope is not None:
             line += _option("scope", program.scope)
+        metadata: dict[str, Any] = {"call_id": program.call_id,
+                                    # a program's approvals are its sub-calls'
+                                    "outcome": _outcome(program.result, [])}
+        stopped = program.stopped
+        if stopped is not None:
+            # Run again, it would run in full (a polling loop up to its budget): skipped,
+            # with a note saying why, until the user removes the option.
+            line += _option("skip", f"{stopped.describe()} in the recorded session")
+            metadata["stopped"] = {"reason": stopped.reason,
+                                   "seconds": round(stopped.seconds, 1)}
         outputs = []
         if self.values and program.result is not None:
             outputs.append(_nbformat().v4.new_output(
                 "execute_result", data=_card_bundle(program), execution_count=None))
-        outcome = _outcome(program.result, [])  # a program's approvals are its sub-calls'
-        self.code(f"{line}\n{program.code}", outputs=outputs,
-                  metadata={"call_id": program.call_id, "outcome": outcome})
+        self.code(f"{line}\n{program.code}", outputs=outputs, metadata=metadata)
 
 
 def _number_code_cells(cells: list[Any]) -> None:
@@ -321,14 +330,17 @@ def _result_text(call: NativeCall | Program) -> str:
     return md.cell_code(_clip(text)) if text else ""
 
 
-def _outcome(result: Any, approvals: list[Approval]) -> str:
+def _outcome(result: ToolResultEvent | None, approvals: list[Approval]) -> str:
+    if stop_of(result) is not None:
+        return "stopped"
     if any(a.approved is False for a in approvals):
         return "denied"
     if result is None:
         return "no result"
     if not result["is_error"]:
         return "ok"
-    code = (result.get("error") or {}).get("code")
+    error = result.get("error")
+    code = error["code"] if error is not None else None
     if code in _DENIED:
         return "denied"
     return f"error {code}" if code else "error"

@@ -17,6 +17,7 @@ turns of their own. Pure data, so the notebook builder stays about cells.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeAlias
@@ -32,8 +33,14 @@ from ..events import (
 from ..json_value import JsonValue
 from ..registry.scope import RESERVED_NAME
 
-__all__ = ["Approval", "NativeCall", "Program", "Run", "RunEnd", "Session", "Turn",
-           "read_turns"]
+__all__ = ["Approval", "NativeCall", "Program", "Run", "RunEnd", "Session", "Stop", "Turn",
+           "read_turns", "stop_of"]
+
+# code_mode.failure_message of a program stopped by its signal: "code run failed (abort):
+# <reason>[\nCaptured output:\n...]".
+_ABORTED = re.compile(r"code run failed \(abort\): ([^\n]*)")
+
+
 
 
 @dataclass(slots=True, kw_only=True)
@@ -72,6 +79,42 @@ class Program:
     result: ToolResultEvent | None = None
     approvals: list[Approval] = field(default_factory=list)
     """Approvals asked by the program's sub-calls."""
+
+    @property
+    def stopped(self) -> Stop | None:
+        """How the program was stopped before it ended (Stop, Kernel > Interrupt, an
+        agent run aborted), if it was."""
+        return stop_of(self.result)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Stop:
+    """A call stopped before it ended: why, and after how long."""
+
+    reason: str
+    """The log's ``stopped`` (``"stopped by the user"``, ``"the call was cancelled"``)."""
+    seconds: float
+
+    def describe(self) -> str:
+        """``stopped by the user after 5.2 s``, or ``stopped (<reason>) after ...``."""
+        what = self.reason if self.reason.startswith("stopped") else f"stopped ({self.reason})"
+        return f"{what} after {self.seconds:.1f} s"
+
+
+def stop_of(result: ToolResultEvent | None) -> Stop | None:
+    """How the call ``result`` ended was stopped, if it was: its ``stopped`` reason, or in
+    a log written before results said so, a ``run_code`` program's abort."""
+    if result is None or not result["is_error"]:
+        return None
+    reason = result.get("stopped")
+    if reason is None:
+        error = result.get("error") or {"message": "", "code": None}
+        aborted = _ABORTED.match(error["message"])
+        if error["code"] != "CODE_RUN_FAILED" or aborted is None:
+            return None
+        reason = aborted.group(1)
+    return Stop(reason=reason, seconds=max(0.0, result["ended"] - result["started"]))
+
 
 
 @dataclass(slots=True, kw_only=True)
