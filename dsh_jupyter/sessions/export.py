@@ -12,19 +12,23 @@ The cells, in order (docs/sessions.md shows one):
   ``tools="MODULE:ATTR"`` a cell that opens it as ``dsh-jupyter run --tools`` does
   (:func:`~dsh_jupyter.sessions.open_session_registry`); without, a cell that raises
   and says what to fill in: a notebook that cannot know its tools fails at the top, on
-  purpose, instead of at its first program;
+  purpose, instead of at its first program. When the programs asked for approvals, a
+  papermill parameter cell first says who answers them now (``approvals``, see
+  :mod:`.approvals`), and the setup lists the recorded answers;
 - per model turn a markdown cell: what the model wrote, its native calls as a table
   (tool, arguments, outcome, approval), and approvals its programs' calls asked for;
 - per ``run_code`` program a ``%%run_code --description ...`` cell holding the exact
   program, its recorded card as the cell's output (``text/plain``, which holds no time
   and no id, and ``text/html``). A failed program's cell needs no ``raises-exception``
-  tag: ``%%run_code`` reports a failure as the cell's value, it does not raise;
+  tag: ``%%run_code`` reports a failure as the cell's value, it does not raise. A
+  program that was stopped keeps that kind and is skipped (``--skip``) when run again;
 - a line per run end, and with ``tools`` a last cell that closes what the setup opened.
 
 The same log gives the same bytes (cell ids are numbered, nothing reads the clock).
 ``values=False`` leaves out what calls carried (native arguments and results, approval
 notes) and the recorded outputs; programs stay, they are the point. Values are never
-added: the notebook shows at most what the log already held.
+added: the notebook shows at most what the log already held. Every recorded string is
+escaped for where it stands (:mod:`._markdown`, :mod:`dsh_jupyter._magic_line`).
 """
 
 from __future__ import annotations
@@ -39,7 +43,9 @@ from typing import TYPE_CHECKING, Any, cast
 
 from .._magic_line import quote_argument
 from ..events import SessionEvent, ToolResultEvent, read_session
+from ..json_value import JsonValue
 from . import _markdown as md
+from .approvals import APPROVALS, ApprovalsMode
 from .turns import (
     Approval,
     NativeCall,
@@ -68,20 +74,26 @@ _KERNELSPEC = {"name": "python3", "display_name": "Python 3 (ipykernel)", "langu
 
 def export_notebook(events: Iterable[SessionEvent] | str | os.PathLike[str],
                     path: str | os.PathLike[str] | None, *, tools: str | None = None,
-                    values: bool = True) -> nbformat.NotebookNode:
+                    values: bool = True, approvals: str = "ask") -> nbformat.NotebookNode:
     """The session ``events`` as a validated notebook, written to ``path`` unless ``None``.
 
     ``events`` are the events themselves or a JSON Lines log's path.
     ``tools`` is ``MODULE:ATTR`` naming the registry to re-run the programs against (a
     registry, a function returning one, or an async context manager yielding one);
     without it the setup cell says what to fill in. ``values=False`` leaves out argument
-    and result values and recorded outputs. Raises ``ValueError`` for a log that is not
-    a session (empty, not JSON Lines, no dsh-jupyter events) or a malformed ``tools``.
+    and result values and recorded outputs. ``approvals`` is who answers the approvals
+    the programs ask for when the notebook runs (``"ask"``, ``"replay"`` the recorded
+    answers, ``"deny"``; see :mod:`~dsh_jupyter.sessions.approvals`): the default of the
+    notebook's ``approvals`` parameter. Raises ``ValueError`` for a log that is not a
+    session (empty, not JSON Lines, no dsh-jupyter events), a malformed ``tools`` or an
+    unknown ``approvals``.
     """
     nbf = _nbformat()
     if tools is not None and not _SPEC.fullmatch(tools):
         raise ValueError(f"tools must be MODULE:ATTR (e.g. mypackage.tools:registry), "
                          f"got {tools!r}")
+    if approvals not in APPROVALS:
+        raise ValueError(f"approvals must be 'ask', 'replay' or 'deny', got {approvals!r}")
     source: str | None = None
     if isinstance(events, str | os.PathLike):
         source = os.fspath(events)
@@ -92,7 +104,8 @@ def export_notebook(events: Iterable[SessionEvent] | str | os.PathLike[str],
     cells = _Cells(values=values)
     cells.markdown(_title(session, source, values))
     cells.setup(tools, _recorded_mode(session), scopes=session.scopes,
-                stateful=session.stateful)
+                stateful=session.stateful, approvals=approvals,
+                recorded=_recorded_answers(session, values))
     several = len(session.runs) > 1
     for item in session.items:
         if isinstance(item, Run):
@@ -110,7 +123,8 @@ def export_notebook(events: Iterable[SessionEvent] | str | os.PathLike[str],
         "kernelspec": dict(_KERNELSPEC),
         "language_info": {"name": "python"},
         "dsh_jupyter": {"format": EXPORT_FORMAT, "source": source, "tools": tools,
-                        "values": values, "runs": [r["run_id"] for r in session.runs],
+                        "values": values, "approvals": approvals,
+                        "runs": [r["run_id"] for r in session.runs],
                         "programs": len(session.programs)}})
     _number_code_cells(nb.cells)
     nbf.validate(nb)
@@ -163,8 +177,8 @@ class _Cells:
         if metadata:
             cell.metadata["dsh_jupyter"] = metadata
 
-    def setup(self, tools: str | None, mode: str, *, scopes: list[str],
-              stateful: bool) -> None:
+    def setup(self, tools: str | None, mode: str, *, scopes: list[str], stateful: bool,
+              approvals: ApprovalsMode, recorded: list[dict[str, JsonValue]]) -> None:
         options = f"mode={mode!r}"
         if scopes:
             options += f", scopes={scopes!r}"
@@ -183,13 +197,25 @@ class _Cells:
                  else "Each program below runs again in a fresh kernel")
         made = (f" The scopes the programs ran in ({', '.join(md.code(s) for s in scopes)}) are "
                 "made where the registry has none of that name." if scopes else "")
+        # A session whose programs asked for approvals (or an export that chose how they
+        # are answered) gets a papermill parameter saying who answers them now.
+        asks = bool(recorded) or approvals != "ask"
         self.markdown(f"## Setup\n\nThe tools come from `{tools}`, opened as `dsh-jupyter run "
                       f"--tools` opens them, in `{mode}` mode if the registry offers no "
                       f"`run_code`, with {runtime} if it has no code runtime.{made} "
-                      f"{where} against them.")
+                      f"{where} against them." + (_APPROVALS_NOTE if asks else ""))
+        answers = ""
+        if asks:
+            self.code(_APPROVALS_PARAMETER.format(approvals=approvals), tag="parameters")
+            options += ", approvals=approvals,\n    recorded_approvals=RECORDED_APPROVALS"
+            listed = "".join(f"    {answer!r},\n" for answer in recorded)
+            answers = ("# The answers the programs' approvals got in the session (replayed "
+                       'only with approvals = "replay").\n'
+                       f"RECORDED_APPROVALS = [\n{listed}]\n")
         self.code("%load_ext dsh_jupyter\n"
                   "from contextlib import AsyncExitStack\n\n"
                   "from dsh_jupyter.sessions import open_session_registry\n\n"
+                  f"{answers}"
                   "resources = AsyncExitStack()\n"
                   f"registry = await resources.enter_async_context(\n"
                   f"    open_session_registry({tools!r}, {options}))", tag="dsh-setup")
@@ -232,6 +258,24 @@ def _number_code_cells(cells: list[Any]) -> None:
         for output in cell.outputs:
             if output.output_type == "execute_result":
                 output.execution_count = number
+
+
+def _recorded_answers(session: Session, values: bool) -> list[dict[str, JsonValue]]:
+    """The answers the programs' sub-calls got, in order, for ``approvals="replay"``
+    (without arguments and notes when values are left out: then they match by tool)."""
+    answers: list[dict[str, JsonValue]] = []
+    for program in session.programs:
+        for approval in program.approvals:
+            if approval.approved is None or approval.answered_by in (None, "abort", "error"):
+                continue  # never answered, or the call stopped first: not a decision
+            answer: dict[str, JsonValue] = {"tool": approval.tool}
+            if values:
+                answer["arguments"] = approval.arguments
+            answer |= {"approved": approval.approved, "answered_by": approval.answered_by}
+            if values and approval.note:
+                answer["note"] = approval.note
+            answers.append(answer)
+    return answers
 
 
 def _nbformat() -> Any:
@@ -409,6 +453,19 @@ example with `open_session_registry("mypackage.tools:registry")` (a registry, a 
 returning one, or an async context manager yielding one), or export again with \
 `dsh-jupyter export SESSION.jsonl -o NOTEBOOK.ipynb --tools MODULE:ATTR`. Until then \
 running the notebook stops at that cell."""
+
+_APPROVALS_NOTE = """
+
+The session's programs asked for approvals. The next cell (a papermill parameter) says who \
+answers them now: `"ask"` shows the approval card in the call's card, as in the session; \
+where nobody can click (papermill, nbval) the call is denied and says how to opt in. \
+`"replay"` gives the answers recorded in the session (listed in the setup cell) to the \
+same calls with the same arguments: `papermill NOTEBOOK OUT -p approvals replay`. \
+`"deny"` denies them all."""
+
+_APPROVALS_PARAMETER = """\
+# Who answers the approvals the programs ask for: "ask", "replay" or "deny".
+approvals = {approvals!r}"""
 
 _STATEFUL_NOTE = (" The session ran on a stateful runtime (a program may use what an "
                   "earlier one of its conversation defined): keep `stateful=True`.")

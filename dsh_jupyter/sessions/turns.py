@@ -41,8 +41,6 @@ __all__ = ["Approval", "NativeCall", "Program", "Run", "RunEnd", "Session", "Sto
 _ABORTED = re.compile(r"code run failed \(abort\): ([^\n]*)")
 
 
-
-
 @dataclass(slots=True, kw_only=True)
 class Approval:
     """An approval asked for a call, and its answer (``None`` while unanswered)."""
@@ -52,6 +50,8 @@ class Approval:
     approved: bool | None = None
     answered_by: str | None = None
     note: str | None = None
+    arguments: JsonValue = None
+    """The arguments of the call that asked (``None`` when the log does not say)."""
 
 
 @dataclass(slots=True, kw_only=True)
@@ -114,7 +114,6 @@ def stop_of(result: ToolResultEvent | None) -> Stop | None:
             return None
         reason = aborted.group(1)
     return Stop(reason=reason, seconds=max(0.0, result["ended"] - result["started"]))
-
 
 
 @dataclass(slots=True, kw_only=True)
@@ -183,6 +182,7 @@ def read_turns(events: Iterable[SessionEvent]) -> Session:
     expected: set[str] = set()  # call ids the current turn's message announced
     calls: dict[str, NativeCall | Program] = {}
     programs: dict[str, Program] = {}  # sub-call id -> its program, too
+    sub_arguments: dict[str, JsonValue] = {}  # sub-call id -> its arguments
     first: float | None = None
     count = 0
     for event in events:
@@ -222,7 +222,7 @@ def read_turns(events: Iterable[SessionEvent]) -> Session:
                 if isinstance(found, Program):
                     found.events.append(event)
         elif event["kind"] == "tool/approval-request" or event["kind"] == "tool/approval":
-            _approval(event, calls, programs)
+            _approval(event, calls, programs, sub_arguments)
         else:
             root = event.get("root_call_id", event.get("parent_call_id"))
             program = programs.get(str(root)) if root is not None else None
@@ -231,6 +231,8 @@ def read_turns(events: Iterable[SessionEvent]) -> Session:
                 sub_id = event.get("call_id")
                 if isinstance(sub_id, str) and sub_id != program.call_id:
                     programs[sub_id] = program
+                if event["kind"] == "tool/code-dispatch-start":
+                    sub_arguments[event["call_id"]] = event["arguments"]
     return Session(items=items, first_time=first, events=count)
 
 
@@ -248,18 +250,22 @@ def _call(call_id: str, name: str, arguments: JsonValue,
 
 def _approval(event: ApprovalRequestEvent | ApprovalEvent,
               calls: Mapping[str, NativeCall | Program],
-              programs: Mapping[str, Program]) -> None:
+              programs: Mapping[str, Program],
+              sub_arguments: Mapping[str, JsonValue]) -> None:
     call_id = event["call_id"]
-    owner: NativeCall | Program | None = calls.get(call_id) or programs.get(call_id)
+    call = calls.get(call_id)
+    owner: NativeCall | Program | None = call or programs.get(call_id)
     if owner is None:
         return
+    arguments = call.arguments if call is not None else sub_arguments.get(call_id)
     if event["kind"] == "tool/approval-request":
-        owner.approvals.append(Approval(tool=event["name"], reason=event["reason"]))
+        owner.approvals.append(Approval(tool=event["name"], reason=event["reason"],
+                                        arguments=arguments))
         return
     pending = next((a for a in reversed(owner.approvals)
                     if a.tool == event["name"] and a.approved is None), None)
     if pending is None:  # an answer without its request (a truncated log)
-        pending = Approval(tool=event["name"], reason=None)
+        pending = Approval(tool=event["name"], reason=None, arguments=arguments)
         owner.approvals.append(pending)
     pending.approved = event["approved"]
     pending.answered_by = event["answered_by"]

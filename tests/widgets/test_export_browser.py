@@ -152,3 +152,72 @@ def test_a_stopped_program_is_recorded_and_its_export_skips_it(lab: LabServer, p
                                "recorded session (remove --skip from the first line to run "
                                "it)\n")
     assert took < 45, f"the re-run took {took:.0f} s: the stopped program ran again"
+
+
+TOOLS_MODULE = '''\
+from dsh_jupyter import Ask
+from dsh_jupyter.demo.tools import sample_registry
+
+
+def registry():
+    tools = sample_registry()
+    tools.on_pre_execute(lambda execution, decision: Ask("counting is costly")
+                         if execution.name == "word_count" else None)
+    return tools
+'''
+COUNT = '''\
+n = await tools.word_count({"text": "a b c"})
+print("counted", n)
+try:
+    await tools.word_count({"text": "two words"})
+except ToolCallError as error:
+    print("refused:", error.message)
+return n'''
+
+
+def _answer(cell: Any, *, reject_because: str) -> Any:
+    """Approve the first count and reject the second, by clicking in the card; the card."""
+    card = cell.locator(".dsh-card-widget.dsh-run-code")
+    calls = card.locator(".dsh-card-widget.dsh-sub-call")
+    first = calls.nth(0).locator("button.dsh-approve")
+    first.wait_for(state="visible", timeout=120_000)
+    assert "Approve word_count?" in calls.nth(0).inner_text()
+    first.click()
+    second = calls.nth(1).locator("button.dsh-reject")
+    second.wait_for(state="visible", timeout=60_000)
+    calls.nth(1).locator(".dsh-reject-reason input").fill(reject_because)
+    second.click()
+    cell.locator(".dsh-run-code .dsh-header", has_text="ok Count the words").wait_for(
+        timeout=60_000)
+    return cell.locator(".dsh-run-code")
+
+
+def test_an_exported_session_asks_its_approvals_again_with_the_card(
+        lab: LabServer, page: Any, tmp_path: Path) -> None:
+    """Approvals given in a notebook are asked again, with the buttons, when its export
+    runs in a notebook (``approvals = "ask"``): the recorded answers are not assumed."""
+    (lab.root / "asking_tools.py").write_text(TOOLS_MODULE)
+    record = RECORD.replace(repr(SAMPLE), "'asking_tools:registry'") + (
+        "\nfrom dsh_jupyter.widgets import NotebookApprovals\n\n"
+        "registry.approval = NotebookApprovals()  # the buttons")
+    _notebook(lab.root / "count.ipynb", record,
+              f'%%run_code --description "Count the words"\n{COUNT}',
+              'await resources.aclose()\nprint("log closed")')
+    cells = _open_and_run_all(page, lab, "count.ipynb")
+    card = _answer(cells.nth(1), reject_because="not that one")
+    assert "refused: counting is costly (rejected by user: not that one)" in card.inner_text()
+    cells.nth(2).locator(".jp-OutputArea", has_text="log closed").wait_for(timeout=60_000)
+
+    nb = export_notebook(lab.root / "session.jsonl", lab.root / "again.ipynb",
+                         tools="asking_tools:registry")
+    cells = _open_and_run_all(page, lab, "again.ipynb")
+    program = next(i for i, cell in enumerate(nb.cells) if cell.source.startswith("%%run_code"))
+    card = _answer(cells.nth(program), reject_because="still no")
+    text = card.inner_text()
+    assert "counted 3" in text and "rejected by user: still no" in text, text
+    assert "word_count approved by you" in text
+    assert "\napprovals = 'ask'" in "".join(cell.source for cell in nb.cells)
+    cells.last.locator(".jp-InputArea", has_text="await resources.aclose()").wait_for()
+    page.wait_for_function(
+        "() => window.jupyterapp.shell.currentWidget.sessionContext.session.kernel.status"
+        " === 'idle'", timeout=60_000)
