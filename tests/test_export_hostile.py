@@ -36,6 +36,8 @@ ARGUMENTS = {"q": f"``{XSS}``", "p": "a|b"}  # short enough not to be clipped
 SCOPE = f"analyst\nof {XSS}"
 DESCRIPTION = 'It\'s "quoted",\nwith $(echo no) and `ticks`' + XSS
 TASK = f"Find {XSS} and {BEACON} | then [click](javascript:alert(2))\n# not a heading"
+SPIN = 'print("ran")\nreturn 2'
+STOPPED = f"stopped by {XSS}\n'them' $(x)"
 MODEL_TEXT = (f"I will look. {XSS}\n\n{BEACON}\n\n<script>alert(3)</script>\n"
               "[link](javascript:alert(4)) $\\href{javascript:alert(5)}{x}$\n"
               "```\n<img src=y onerror=alert(6)>\n```\n1. a list?\n---")
@@ -44,12 +46,14 @@ MODEL_TEXT = (f"I will look. {XSS}\n\n{BEACON}\n\n<script>alert(3)</script>\n"
 def hostile_log() -> list[Any]:
     code = "return 1"
     program_args = {"code": code, "description": DESCRIPTION}
+    spin = {"code": SPIN, "description": "Spin"}
     return [
-        {"kind": "agent/run-start", "run_id": f"run`1`\n{XSS}", "agent": SCOPE, "mode": "code",
+        {"kind": "agent/run-start", "run_id": f"run`1`\n{XSS}", "agent": SCOPE,
+         "mode": f"code')\n{XSS}",
          "model": f"m``{XSS}", "task": TASK, "max_steps": 5, "time": 10.0},
         {"kind": "agent/message", "run_id": "r", "step": 1, "index": 2, "time": 11.0,
          "message": {"role": "assistant", "content": MODEL_TEXT,
-                     "tool_calls": [{"id": "n1"}, {"id": "p1"}, {"id": "n2"}]}},
+                     "tool_calls": [{"id": "n1"}, {"id": "p1"}, {"id": "n2"}, {"id": "p2"}]}},
         {"kind": "tool/call", "call_id": "n1", "name": TOOL, "agent": SCOPE,
          "arguments": ARGUMENTS, "time": 11.5},
         {"kind": "tool/approval-request", "call_id": "n1", "name": TOOL,
@@ -70,6 +74,21 @@ def hostile_log() -> list[Any]:
          "arguments": {}, "is_error": True, "started": 13.0, "ended": 13.5,
          "error": {"message": f"bad {XSS} {BEACON} |", "code": f"E{XSS}"},
          "content": [{"type": "text", "text": "Error"}]},
+        # A program stopped while its sub-call had been approved: the reason goes on the
+        # magic's line (--skip), the approval into the setup's recorded answers.
+        {"kind": "tool/call", "call_id": "p2", "name": "run_code", "agent": SCOPE,
+         "arguments": spin, "time": 14.0},
+        {"kind": "tool/code-dispatch-start", "root_call_id": "p2", "parent_call_id": "p2",
+         "call_id": "p2:code:1", "name": f"rm{XSS}", "arguments": {"path": f"a'\n{XSS}"},
+         "agent": SCOPE, "time": 14.1},
+        {"kind": "tool/approval-request", "call_id": "p2:code:1", "name": f"rm{XSS}",
+         "reason": f"r{XSS}", "agent": SCOPE, "time": 14.2},
+        {"kind": "tool/approval", "call_id": "p2:code:1", "name": f"rm{XSS}", "approved": True,
+         "answered_by": "user", "note": f"n'\"\n{XSS}", "time": 14.3},
+        {"kind": "tool/result", "call_id": "p2", "name": "run_code", "agent": SCOPE,
+         "arguments": spin, "is_error": True, "started": 14.0, "ended": 19.0,
+         "stopped": STOPPED, "content": [{"type": "text", "text": "Error"}],
+         "error": {"message": "code run failed (abort): x", "code": "CODE_RUN_FAILED"}},
         {"kind": "agent/run-end", "run_id": "r", "stop": f"answered{XSS}", "steps": 1,
          "tool_calls": 3, "sub_calls": 0, "wall_seconds": 1.0, "answer": None, "time": 14.0,
          "error": {"message": f"oops {XSS}\n{BEACON}", "code": f"C{XSS}"}},
@@ -120,19 +139,28 @@ def test_every_recorded_string_is_inert_in_nbconvert_html(tmp_path: Path) -> Non
 def test_a_hostile_log_runs_again_under_papermill(tmp_path: Path) -> None:
     notebook = tmp_path / "hostile.ipynb"
     nb = export_notebook(hostile_log(), notebook, tools="dsh_jupyter.demo.tools:sample_registry")
-    program = next(cell for cell in nb.cells if cell.source.startswith("%%run_code"))
+    program, stopped = [cell for cell in nb.cells if cell.source.startswith("%%run_code")]
     line, body = program.source.split("\n", 1)
     assert body == "return 1"
     options = _parser("%%run_code").parse_args(split_line(line.removeprefix("%%run_code")))
-    assert (options.description, options.scope) == (DESCRIPTION, SCOPE)
+    assert (options.description, options.scope, options.skip) == (DESCRIPTION, SCOPE, None)
+    line, body = stopped.source.split("\n", 1)
+    options = _parser("%%run_code").parse_args(split_line(line.removeprefix("%%run_code")))
+    assert body == SPIN and options.skip == f"{STOPPED} after 5.0 s in the recorded session"
+    assert stopped.metadata["dsh_jupyter"]["stopped"] == {"reason": STOPPED, "seconds": 5.0}
     setup = next(cell for cell in nb.cells if "open_session_registry(" in cell.source)
     assert "mode='code'" in setup.source and repr(SCOPE) in setup.source
+    assert repr({"tool": f"rm{XSS}", "arguments": {"path": f"a'\n{XSS}"}, "approved": True,
+                 "answered_by": "user", "note": f"n'\"\n{XSS}"}) in setup.source
     papermill.execute_notebook(str(notebook), str(tmp_path / "ran.ipynb"),
                                kernel_name="python3", progress_bar=False, cwd=str(tmp_path))
     ran: Any = nbformat.read(tmp_path / "ran.ipynb", as_version=4)  # type: ignore[no-untyped-call]
-    again = next(cell for cell in ran.cells if cell.source.startswith("%%run_code"))
+    again, skipped = [cell for cell in ran.cells if cell.source.startswith("%%run_code")]
     (result,) = [o for o in again.outputs if o.output_type == "execute_result"]
     assert result.data["text/plain"].startswith("[ok] It's \"quoted\",")
+    assert [(o.output_type, o.text) for o in skipped.outputs] == [
+        ("stream", f"skipped: {STOPPED} after 5.0 s in the recorded session (remove --skip "
+                   "from the first line to run it)\n")]
 
 
 @pytest.mark.parametrize("value", [
