@@ -84,6 +84,11 @@ class ToolResultEvent(TypedDict):
     additional_contexts: NotRequired[list[dict[str, Any]]]
     started: float
     ended: float
+    stopped: NotRequired[str]
+    """Present when the call was stopped before it ended (its result is then a failure):
+    the abort reason of the caller's signal (``"stopped by the user"``: a card's Stop
+    button, an agent run's ``abort()``), or ``"the call was cancelled"`` when the task
+    awaiting it was cancelled (Kernel > Interrupt)."""
     trace_id: NotRequired[str]
     span_id: NotRequired[str]
 

@@ -1,12 +1,15 @@
 """The IPython extension: ``%load_ext dsh_jupyter``.
 
-- ``%%run_code [REGISTRY] [--scope NAME] [--description TEXT] [--out VAR]`` runs the
-  cell as a run_code program against a registry from the user namespace (the only
-  :class:`ToolRegistry` there, or the one named). Its run_code card is the cell's
+- ``%%run_code [REGISTRY] [--scope NAME] [--description TEXT] [--out VAR] [--skip REASON]``
+  runs the cell as a run_code program against a registry from the user namespace (the
+  only :class:`ToolRegistry` there, or the one named). Its run_code card is the cell's
   output from the start and updates in place (log lines, displays, sub-calls,
   approvals); its Stop button, or Kernel > Interrupt, stops the program and leaves
   the card saying so, with what the program printed. The outcome is the cell's value
-  (``_``) and, with ``--out``, ``VAR``.
+  (``_``) and, with ``--out``, ``VAR``. ``--skip REASON`` runs nothing and prints
+  ``skipped: REASON`` (an exported notebook skips a program the user stopped). Arguments
+  are shell words; a value with a newline is written as bash's ``$'...'``
+  (:mod:`._magic_line`).
 - ``%dsh_sdk [REGISTRY] [--scope NAME]`` shows the SDK section the model would see.
 - Interrupting a cell that awaits ``registry.execute(...)`` shows the stopped call's
   card and one line instead of a ``CancelledError`` traceback.
@@ -25,7 +28,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import html
-import shlex
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from itertools import count
@@ -33,6 +35,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 
 from IPython.core.error import UsageError
 
+from ._magic_line import split_line
 from .abort import AbortController
 from .events import SessionEvent
 from .registry import ToolCall, ToolRegistry
@@ -108,7 +111,8 @@ class RunCodeOutcome:
         return view._repr_mimebundle_(include=include, exclude=exclude)
 
 
-_USAGE = {MAGIC: f"{MAGIC} [REGISTRY] [--scope NAME] [--description TEXT] [--out VAR]",
+_USAGE = {MAGIC: f"{MAGIC} [REGISTRY] [--scope NAME] [--description TEXT] [--out VAR] "
+                 "[--skip REASON]",
           "%dsh_sdk": "%dsh_sdk [REGISTRY] [--scope NAME]"}
 
 
@@ -126,12 +130,13 @@ def _parser(prog: str) -> argparse.ArgumentParser:
     parser.add_argument("--scope")
     parser.add_argument("--description", default="Run the cell's program")
     parser.add_argument("--out")
+    parser.add_argument("--skip", metavar="REASON")
     return parser
 
 
 def _options(prog: str, line: str) -> argparse.Namespace:
     try:
-        words = shlex.split(line)
+        words = split_line(line)
     except ValueError as error:  # No closing quotation, ...
         raise UsageError(f"{prog}: {error} in {line.strip()!r}") from None
     return _parser(prog).parse_args(words)
@@ -180,9 +185,16 @@ def _find_scope(registry: ToolRegistry, name: str | None, prog: str) -> AgentSco
     return scope
 
 
-async def run_cell(namespace: dict[str, Any], line: str, cell: str) -> RunCodeOutcome:
-    """Run ``cell`` as a run_code program (what a rewritten ``%%run_code`` cell awaits)."""
+async def run_cell(namespace: dict[str, Any], line: str,
+                   cell: str) -> RunCodeOutcome | None:
+    """Run ``cell`` as a run_code program (what a rewritten ``%%run_code`` cell awaits);
+    with ``--skip REASON``, say that it is skipped and why, and run nothing (``None``)."""
     options = _options(MAGIC, line)
+    if options.skip is not None:
+        print(f"skipped: {options.skip} (remove --skip from the first line to run it)")
+        if options.out:
+            namespace[options.out] = None
+        return None
     registry = find_registry(namespace, options.registry)
     scope = _find_scope(registry, options.scope, MAGIC)
     if registry.mode_for(scope) == "native":

@@ -51,3 +51,48 @@ async def test_failing_sink_does_not_break_execution(caplog: pytest.LogCaptureFi
     registry.on_event(broken)
     result = await registry.execute(ToolCall(call_id="1", name="t"))
     assert not result.is_error and "disk full" in caplog.text
+
+
+async def test_a_stopped_call_says_so_in_its_result_event() -> None:
+    """A call stopped by its caller (the signal a card's Stop button aborts, or the task
+    awaiting it cancelled, as Kernel > Interrupt does) is recorded as stopped, with why;
+    a call that fails on its own is not."""
+    import asyncio
+
+    from dsh_jupyter.abort import AbortController
+    from dsh_jupyter.testing import InProcessRuntime
+
+    registry = ToolRegistry(mode="code", code_runtime=InProcessRuntime())
+    started = asyncio.Event()
+
+    @registry.tool
+    async def wait(seconds: float) -> str:
+        """Wait."""
+        started.set()
+        await asyncio.sleep(seconds)
+        return "waited"
+
+    events: list[Any] = []
+    registry.on_event(events.append)
+    poll = {"code": "while True:\n    await tools.wait({'seconds': 0.05})",
+            "description": "Poll"}
+    stop = AbortController()
+    running = asyncio.ensure_future(registry.execute(ToolCall(
+        call_id="s1", name="run_code", arguments=poll, signal=stop.signal)))
+    await started.wait()
+    stop.abort("stopped by the user")
+    assert (await running).is_error
+    started.clear()
+    cancelled = asyncio.ensure_future(registry.execute(ToolCall(
+        call_id="s2", name="run_code", arguments=poll)))
+    await started.wait()
+    cancelled.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await cancelled
+    await registry.execute(ToolCall(call_id="f1", name="run_code", arguments={
+        "code": "raise ValueError('no')", "description": "Fail"}))
+    await registry.execute(ToolCall(call_id="ok", name="wait", arguments={"seconds": 0}))
+    results = {e["call_id"]: e for e in events if e["kind"] == "tool/result"}
+    assert results["s1"]["stopped"] == "stopped by the user"
+    assert results["s2"]["stopped"] == "the call was cancelled"
+    assert "stopped" not in results["f1"] and "stopped" not in results["ok"]

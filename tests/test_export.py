@@ -13,7 +13,6 @@ from __future__ import annotations
 import asyncio
 import json
 import re
-import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -101,10 +100,12 @@ def test_cells_follow_the_session(session: Path, tmp_path: Path) -> None:
     assert nb.metadata["kernelspec"]["name"] == "python3"
     assert nb.metadata["dsh_jupyter"] == {
         "format": "dsh-jupyter-export/1", "source": str(session), "tools": SAMPLE,
-        "values": True, "runs": [nb.metadata["dsh_jupyter"]["runs"][0]], "programs": 2}
+        "values": True, "approvals": "ask", "runs": [nb.metadata["dsh_jupyter"]["runs"][0]],
+        "programs": 2}
     cells = sources(nb)
     kinds = [kind for kind, _ in cells]
-    assert kinds == ["markdown", "markdown", "code",  # title, setup
+    assert kinds == ["markdown", "markdown", "code",  # title, setup (says who answers)
+                     "code",                          # approvals = 'ask' (a program asked)
                      "markdown",                      # step 1: native calls
                      "markdown", "code",              # step 2: a program
                      "markdown", "code",              # step 3: the failing program
@@ -115,9 +116,16 @@ def test_cells_follow_the_session(session: Path, tmp_path: Path) -> None:
     assert "model `scripted`" in title and "mode `both`" in title
     assert "log `session.jsonl`" in title and str(session.parent) not in title
     assert "5 model turns, 3 native calls, 2 programs" in title
+    assert "The session's programs asked for approvals." in cells[1][1]
+    assert cells[2][1].endswith("\napprovals = 'ask'")
+    assert nb.cells[2].metadata["tags"] == ["parameters"]
+    cells = cells[:2] + cells[3:]  # the rest as before the session asked for approvals
     setup = cells[2][1]
     assert setup.startswith("%load_ext dsh_jupyter\n")
-    assert f"open_session_registry({SAMPLE!r}, mode='both')" in setup
+    assert f"open_session_registry({SAMPLE!r}, mode='both', approvals=approvals," in setup
+    assert ("RECORDED_APPROVALS = [\n    {'tool': 'word_count', 'arguments': {'text': "
+            "'two words'}, 'approved': False, 'answered_by': 'user', 'note': 'not that one'},"
+            "\n]\n") in setup  # the sub-call's; the native call is not run again
     step1 = cells[3][1]
     assert step1.startswith("### Step 1\n\nLet me look around first.\n")
     assert '| `list_files` | `{"pattern": "*.md"}` | ok | `[ "README.md" ]` |  |' in step1
@@ -136,7 +144,7 @@ def test_cells_follow_the_session(session: Path, tmp_path: Path) -> None:
     assert cells[10][1] == "**Run ended:** answered after 5 steps (5 tool calls, 2 sub-calls)."
     assert cells[11][1].startswith("await resources.aclose()")
     code = [cell for cell in nb.cells if cell.cell_type == "code"]
-    assert [cell.execution_count for cell in code] == [1, 2, 3, 4]
+    assert [cell.execution_count for cell in code] == [1, 2, 3, 4, 5]
 
 
 def test_program_cells_hold_the_recorded_card(session: Path) -> None:
@@ -312,7 +320,7 @@ def cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
 def test_the_command_end_to_end(session: Path, tmp_path: Path) -> None:
     done = cli(str(session), "-o", "out.ipynb", "--tools", SAMPLE, cwd=tmp_path)
     assert done.returncode == 0, done.stderr
-    assert done.stdout == "wrote out.ipynb: 12 cells, 2 programs\n"
+    assert done.stdout == "wrote out.ipynb: 13 cells, 2 programs\n"
     nb = nbformat.read(tmp_path / "out.ipynb", as_version=4)
     assert nb == export_notebook(session, None, tools=SAMPLE)
     done = cli(str(session), "-o", "bare.ipynb", "--no-values", cwd=tmp_path)
@@ -361,6 +369,7 @@ def test_bad_arguments_are_one_clear_line(session: Path, tmp_path: Path) -> None
 def test_scopes_descriptions_and_calls_outside_a_run() -> None:
     """Logs without agent events (``%%run_code`` cells, ``registry.execute``), in a
     scope, with a description the magic line must quote; a log of two runs."""
+    from dsh_jupyter._magic_line import split_line
     from dsh_jupyter.extension import _parser
 
     description = "It's a \"quoted\"\ndescription"
@@ -384,12 +393,14 @@ def test_scopes_descriptions_and_calls_outside_a_run() -> None:
     assert cells[0][1].startswith("# Session\n\nrecorded 1970-01-01 00:00 UTC.")
     assert cells[3][0] == "code"  # a program outside an agent run needs no heading
     magic, body = cells[3][1].split("\n", 1)
-    options = _parser("%%run_code").parse_args(shlex.split(magic.removeprefix("%%run_code")))
-    assert (options.description, options.scope, body) == (
-        "It's a \"quoted\" description", "researcher", program)
+    # The description as recorded, its newline too (on the magic's one line, as $'...').
+    assert magic == ("%%run_code --description $'It\\'s a \"quoted\"\\ndescription' "
+                     "--scope researcher")
+    options = _parser("%%run_code").parse_args(split_line(magic.removeprefix("%%run_code")))
+    assert (options.description, options.scope, body) == (description, "researcher", program)
     assert cells[4][1] == ("### Calls\n\n| tool | arguments | outcome | result | approval |\n"
                            "|---|---|---|---|---|\n"
-                           '| `greet` | `{"name": "a\\|b"}` | denied | no |  |')
+                           '| `greet` | <code>{"name": "a\\|b"}</code> | denied | no |  |')
     runs: list[Any] = []
     for run_id in ("one", "two"):
         runs += [{"kind": "agent/run-start", "run_id": run_id, "agent": None, "mode": "code",

@@ -135,3 +135,17 @@ async def test_dsh_sdk_shows_the_value_types_of_dicts(shell: Any) -> None:
     text = sdk_text(shell.user_ns, "")
     assert "    prices: dict[str, float]\n    rates: dict[str, dict[str, int]]\n" in text
     assert "async def scale(self, args: ScaleArgs) -> dict[str, float]:" in text
+
+
+async def test_skip_runs_nothing_and_says_why(shell: Any,
+                                              capsys: pytest.CaptureFixture[str]) -> None:
+    assert (await run(shell, SETUP)).success
+    assert (await run(shell, "seen = []\nundo = registry.on_event(seen.append)")).success
+    cell = ("%%run_code --out skipped --skip $'stopped by the user after 5.0 s\\nin the "
+            "recorded session'\nwhile True:\n    await tools.double({'x': 1})\n")
+    result = await run(shell, cell)
+    assert result.success and result.result is None, result.error_in_exec
+    assert shell.user_ns["skipped"] is None and shell.user_ns["seen"] == []  # nothing ran
+    assert capsys.readouterr().out == (
+        "skipped: stopped by the user after 5.0 s\nin the recorded session (remove --skip "
+        "from the first line to run it)\n")

@@ -34,6 +34,7 @@ from ..runtime import CodeRunResult, Display, runtime_is_stateful
 from .bridge import DispatchBridge
 from .definition import ToolDefinition, ToolOutput
 from .execution import ToolRunContext, TraceValue
+from .pipeline import CANCELLED_REASON
 from .presentation import GenericCallView
 from .results import Content, ContentBlock
 from .run_files import FilesForMeta, card_entries, file_entries, file_lines
@@ -44,7 +45,6 @@ if TYPE_CHECKING:
     from ._view import RegistryView
 
 NO_OUTPUT = "(run_code completed with no output)"
-CANCELLED_REASON = "the call was cancelled"
 CAPTURED_OUTPUT = "\nCaptured output:\n"
 """Between a failure's message and the lines the program printed before it."""
 RUN_CODE_MAX_IMAGES = 4

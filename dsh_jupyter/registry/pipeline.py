@@ -77,6 +77,8 @@ if TYPE_CHECKING:
 
 _log = logging.getLogger(__name__)
 _NEVER = AbortSignal()  # shared: nobody holds its controller, so it never aborts
+CANCELLED_REASON = "the call was cancelled"
+"""Why a call stopped when the task awaiting it was cancelled (Kernel > Interrupt)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -173,15 +175,16 @@ async def execute(registry: RegistryView, call: ToolCall, *,
             result = failure("tool call cancelled", "ABORTED" if state.body_started
                              else "ABORTED_BEFORE_DISPATCH")
             raise _cancelled(error, execution, _publish(registry, execution, definition, result,
-                                                        started, state), started) from None
+                                                        started, state, cancelled=True),
+                             started) from None
         if task is not None and task.cancelling() > requests:
             # The body turned our cancellation into an orderly stop: publish, then re-raise.
             if not result.is_error:
                 result = failure("tool call cancelled", "ABORTED",
                                  contexts=result.additional_contexts)
             raise _cancelled(asyncio.CancelledError(), execution,
-                             _publish(registry, execution, definition, result, started, state),
-                             started)
+                             _publish(registry, execution, definition, result, started, state,
+                                      cancelled=True), started)
         return _publish(registry, execution, definition, result, started, state)
     finally:
         if span is not None:
@@ -331,7 +334,7 @@ async def _ask(registry: RegistryView, execution: ToolExecution,
         return failure(f"approval failed: {_describe(exc)}", "HOOK_FAILED")
     except asyncio.CancelledError:
         _answered(registry, execution, Approval(approved=False, answered_by=ANSWERED_BY_ABORT,
-                                                note="the call was cancelled"), listening, span)
+                                                note=CANCELLED_REASON), listening, span)
         raise
     approval = answer if isinstance(answer, Approval) else Approval(approved=bool(answer))
     _answered(registry, execution, approval, listening, span)
@@ -506,7 +509,8 @@ def _as_content(content: Content | str | list[Any]) -> Content:
 
 
 def _publish(registry: RegistryView, execution: ToolExecution, definition: ToolDefinition | None,
-             result: ToolResult, started: float, state: _Call) -> ToolResult:
+             result: ToolResult, started: float, state: _Call, *,
+             cancelled: bool = False) -> ToolResult:
     if definition is not None and definition.finalize_content is not None:
         result = _finalize(execution, definition, result)
     hooks = registry._hooks(execution.agent)
@@ -517,7 +521,7 @@ def _publish(registry: RegistryView, execution: ToolExecution, definition: ToolD
             _log.exception("result observer %s failed for call %s", _name(observer),
                            execution.call_id)
     if execution.parent is None and registry._listening:
-        event = _result_event(execution, result, started)
+        event = _result_event(execution, result, started, cancelled=cancelled)
         if state.span is not None:
             event["trace_id"], event["span_id"] = state.span.ids()
         registry.emit(event)
@@ -571,7 +575,8 @@ def _finalize(execution: ToolExecution, definition: ToolDefinition,
                        "HOOK_FAILED", contexts=result.additional_contexts)
 
 
-def _result_event(execution: ToolExecution, result: ToolResult, started: float) -> ToolResultEvent:
+def _result_event(execution: ToolExecution, result: ToolResult, started: float, *,
+                  cancelled: bool) -> ToolResultEvent:
     event = ToolResultEvent(
         kind="tool/result", call_id=execution.call_id, name=execution.name,
         arguments=execution.arguments, agent=_agent_name(execution), is_error=result.is_error,
@@ -582,7 +587,22 @@ def _result_event(execution: ToolExecution, result: ToolResult, started: float) 
         event["meta"] = result.meta
     if result.additional_contexts:
         event["additional_contexts"] = [dict(c.to_json()) for c in result.additional_contexts]
+    stopped = _stop_reason(execution, result, cancelled=cancelled)
+    if stopped is not None:
+        event["stopped"] = stopped
     return event
+
+
+def _stop_reason(execution: ToolExecution, result: ToolResult, *,
+                 cancelled: bool) -> str | None:
+    """Why a call that failed was stopped by its caller, if it was: its signal's abort
+    reason (``"stopped by the user"`` from a card's Stop button), or
+    :data:`CANCELLED_REASON` when the task awaiting it was cancelled."""
+    if not result.is_error:
+        return None
+    if execution.signal.aborted:
+        return execution.signal.reason
+    return CANCELLED_REASON if cancelled else None
 
 
 def _agent_name(execution: ToolExecution) -> str | None:

@@ -8,7 +8,8 @@
 
 :mod:`.turns` reads a log as runs, model turns, native calls and programs;
 :mod:`.export` writes those as cells (nbformat); :mod:`.setup` opens the registry an
-exported notebook re-runs its programs against; :mod:`.command` is
+exported notebook re-runs its programs against, and :mod:`.approvals` answers the
+approvals they ask for (ask, replay the recorded answers, deny); :mod:`.command` is
 ``dsh-jupyter export``. Importing this package imports neither nbformat nor a kernel
 client. See docs/sessions.md.
 """

@@ -5,6 +5,8 @@
     dsh-jupyter export session.jsonl -o session.ipynb
     dsh-jupyter export session.jsonl -o session.ipynb --tools mypackage.tools:registry
     dsh-jupyter export session.jsonl -o shareable.ipynb --no-values
+    dsh-jupyter export session.jsonl -o batch.ipynb --tools mypackage.tools:registry \
+        --approvals replay
 
 Exit status 0 when the notebook was written, 2 for a log that is not a session (empty,
 not JSON Lines, no dsh-jupyter events) or bad arguments, with one line saying which.
@@ -32,6 +34,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--no-values", dest="values", action="store_false",
                         help="leave out tool arguments, results and recorded outputs "
                              "(the programs stay)")
+    parser.add_argument("--approvals", choices=("ask", "replay", "deny"), default="ask",
+                        help="who answers the approvals the programs ask for when the "
+                             "notebook runs (its `approvals` parameter; papermill -p "
+                             "approvals ... overrides it): ask the user with the approval "
+                             "card (denied where nobody can click), replay the session's "
+                             "answers, or deny them (default: ask)")
 
 
 def run_command(options: argparse.Namespace, *, out: TextIO | None = None) -> int:
@@ -45,7 +53,7 @@ def run_command(options: argparse.Namespace, *, out: TextIO | None = None) -> in
         return 2
     try:
         notebook = export_notebook(options.session, options.output, tools=options.tools,
-                                   values=options.values)
+                                   values=options.values, approvals=options.approvals)
     except ValueError as error:
         print(f"dsh-jupyter export: {error}", file=sys.stderr)
         return 2

@@ -12,19 +12,23 @@ The cells, in order (docs/sessions.md shows one):
   ``tools="MODULE:ATTR"`` a cell that opens it as ``dsh-jupyter run --tools`` does
   (:func:`~dsh_jupyter.sessions.open_session_registry`); without, a cell that raises
   and says what to fill in: a notebook that cannot know its tools fails at the top, on
-  purpose, instead of at its first program;
+  purpose, instead of at its first program. When the programs asked for approvals, a
+  papermill parameter cell first says who answers them now (``approvals``, see
+  :mod:`.approvals`), and the setup lists the recorded answers;
 - per model turn a markdown cell: what the model wrote, its native calls as a table
   (tool, arguments, outcome, approval), and approvals its programs' calls asked for;
 - per ``run_code`` program a ``%%run_code --description ...`` cell holding the exact
   program, its recorded card as the cell's output (``text/plain``, which holds no time
   and no id, and ``text/html``). A failed program's cell needs no ``raises-exception``
-  tag: ``%%run_code`` reports a failure as the cell's value, it does not raise;
+  tag: ``%%run_code`` reports a failure as the cell's value, it does not raise. A
+  program that was stopped keeps that kind and is skipped (``--skip``) when run again;
 - a line per run end, and with ``tools`` a last cell that closes what the setup opened.
 
 The same log gives the same bytes (cell ids are numbered, nothing reads the clock).
 ``values=False`` leaves out what calls carried (native arguments and results, approval
 notes) and the recorded outputs; programs stay, they are the point. Values are never
-added: the notebook shows at most what the log already held.
+added: the notebook shows at most what the log already held. Every recorded string is
+escaped for where it stands (:mod:`._markdown`, :mod:`dsh_jupyter._magic_line`).
 """
 
 from __future__ import annotations
@@ -33,12 +37,15 @@ import datetime
 import importlib
 import os
 import re
-import shlex
 from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
-from ..events import SessionEvent, read_session
+from .._magic_line import quote_argument
+from ..events import SessionEvent, ToolResultEvent, read_session
+from ..json_value import JsonValue
+from . import _markdown as md
+from .approvals import APPROVALS, ApprovalsMode
 from .turns import (
     Approval,
     NativeCall,
@@ -49,6 +56,7 @@ from .turns import (
     Turn,
     compact_json,
     read_turns,
+    stop_of,
 )
 
 if TYPE_CHECKING:
@@ -60,25 +68,32 @@ EXPORT_FORMAT = "dsh-jupyter-export/1"
 CLIP = 60
 _SPEC = re.compile(r"[A-Za-z_][\w.]*:[A-Za-z_][\w.]*")
 _DENIED = ("DENIED", "BLOCKED")
+_CODE_MODES = ("code", "both", "discovery")
 _KERNELSPEC = {"name": "python3", "display_name": "Python 3 (ipykernel)", "language": "python"}
 
 
 def export_notebook(events: Iterable[SessionEvent] | str | os.PathLike[str],
                     path: str | os.PathLike[str] | None, *, tools: str | None = None,
-                    values: bool = True) -> nbformat.NotebookNode:
+                    values: bool = True, approvals: str = "ask") -> nbformat.NotebookNode:
     """The session ``events`` as a validated notebook, written to ``path`` unless ``None``.
 
     ``events`` are the events themselves or a JSON Lines log's path.
     ``tools`` is ``MODULE:ATTR`` naming the registry to re-run the programs against (a
     registry, a function returning one, or an async context manager yielding one);
     without it the setup cell says what to fill in. ``values=False`` leaves out argument
-    and result values and recorded outputs. Raises ``ValueError`` for a log that is not
-    a session (empty, not JSON Lines, no dsh-jupyter events) or a malformed ``tools``.
+    and result values and recorded outputs. ``approvals`` is who answers the approvals
+    the programs ask for when the notebook runs (``"ask"``, ``"replay"`` the recorded
+    answers, ``"deny"``; see :mod:`~dsh_jupyter.sessions.approvals`): the default of the
+    notebook's ``approvals`` parameter. Raises ``ValueError`` for a log that is not a
+    session (empty, not JSON Lines, no dsh-jupyter events), a malformed ``tools`` or an
+    unknown ``approvals``.
     """
     nbf = _nbformat()
     if tools is not None and not _SPEC.fullmatch(tools):
         raise ValueError(f"tools must be MODULE:ATTR (e.g. mypackage.tools:registry), "
                          f"got {tools!r}")
+    if approvals not in APPROVALS:
+        raise ValueError(f"approvals must be 'ask', 'replay' or 'deny', got {approvals!r}")
     source: str | None = None
     if isinstance(events, str | os.PathLike):
         source = os.fspath(events)
@@ -89,13 +104,14 @@ def export_notebook(events: Iterable[SessionEvent] | str | os.PathLike[str],
     cells = _Cells(values=values)
     cells.markdown(_title(session, source, values))
     cells.setup(tools, _recorded_mode(session), scopes=session.scopes,
-                stateful=session.stateful)
+                stateful=session.stateful, approvals=approvals,
+                recorded=_recorded_answers(session, values))
     several = len(session.runs) > 1
     for item in session.items:
         if isinstance(item, Run):
             if several:
-                cells.markdown(f"## Run `{item.start['run_id']}`: "
-                               f"{_one_line(item.start['task'], 80)}")
+                cells.markdown(f"## Run {md.code(item.start['run_id'])}: "
+                               f"{md.text(_one_line(item.start['task'], 80))}")
         elif isinstance(item, RunEnd):
             cells.markdown(_run_end(item))
         else:
@@ -107,7 +123,8 @@ def export_notebook(events: Iterable[SessionEvent] | str | os.PathLike[str],
         "kernelspec": dict(_KERNELSPEC),
         "language_info": {"name": "python"},
         "dsh_jupyter": {"format": EXPORT_FORMAT, "source": source, "tools": tools,
-                        "values": values, "runs": [r["run_id"] for r in session.runs],
+                        "values": values, "approvals": approvals,
+                        "runs": [r["run_id"] for r in session.runs],
                         "programs": len(session.programs)}})
     _number_code_cells(nb.cells)
     nbf.validate(nb)
@@ -160,8 +177,8 @@ class _Cells:
         if metadata:
             cell.metadata["dsh_jupyter"] = metadata
 
-    def setup(self, tools: str | None, mode: str, *, scopes: list[str],
-              stateful: bool) -> None:
+    def setup(self, tools: str | None, mode: str, *, scopes: list[str], stateful: bool,
+              approvals: ApprovalsMode, recorded: list[dict[str, JsonValue]]) -> None:
         options = f"mode={mode!r}"
         if scopes:
             options += f", scopes={scopes!r}"
@@ -178,15 +195,27 @@ class _Cells:
                    else "a fresh `KernelRuntime`")
         where = ("Each program below runs again in its conversation's kernel" if stateful
                  else "Each program below runs again in a fresh kernel")
-        made = (f" The scopes the programs ran in ({', '.join(f'`{s}`' for s in scopes)}) are "
+        made = (f" The scopes the programs ran in ({', '.join(md.code(s) for s in scopes)}) are "
                 "made where the registry has none of that name." if scopes else "")
+        # A session whose programs asked for approvals (or an export that chose how they
+        # are answered) gets a papermill parameter saying who answers them now.
+        asks = bool(recorded) or approvals != "ask"
         self.markdown(f"## Setup\n\nThe tools come from `{tools}`, opened as `dsh-jupyter run "
                       f"--tools` opens them, in `{mode}` mode if the registry offers no "
                       f"`run_code`, with {runtime} if it has no code runtime.{made} "
-                      f"{where} against them.")
+                      f"{where} against them." + (_APPROVALS_NOTE if asks else ""))
+        answers = ""
+        if asks:
+            self.code(_APPROVALS_PARAMETER.format(approvals=approvals), tag="parameters")
+            options += ", approvals=approvals,\n    recorded_approvals=RECORDED_APPROVALS"
+            listed = "".join(f"    {answer!r},\n" for answer in recorded)
+            answers = ("# The answers the programs' approvals got in the session (replayed "
+                       'only with approvals = "replay").\n'
+                       f"RECORDED_APPROVALS = [\n{listed}]\n")
         self.code("%load_ext dsh_jupyter\n"
                   "from contextlib import AsyncExitStack\n\n"
                   "from dsh_jupyter.sessions import open_session_registry\n\n"
+                  f"{answers}"
                   "resources = AsyncExitStack()\n"
                   f"registry = await resources.enter_async_context(\n"
                   f"    open_session_registry({tools!r}, {options}))", tag="dsh-setup")
@@ -200,16 +229,24 @@ class _Cells:
                 self.program(program)
 
     def program(self, program: Program) -> None:
-        line = f"%%run_code --description {shlex.quote(_one_line(program.description))}"
+        line = "%%run_code" + _option("description", program.description)
         if program.scope is not None:
-            line += f" --scope {shlex.quote(program.scope)}"
+            line += _option("scope", program.scope)
+        metadata: dict[str, Any] = {"call_id": program.call_id,
+                                    # a program's approvals are its sub-calls'
+                                    "outcome": _outcome(program.result, [])}
+        stopped = program.stopped
+        if stopped is not None:
+            # Run again, it would run in full (a polling loop up to its budget): skipped,
+            # with a note saying why, until the user removes the option.
+            line += _option("skip", f"{stopped.describe()} in the recorded session")
+            metadata["stopped"] = {"reason": stopped.reason,
+                                   "seconds": round(stopped.seconds, 1)}
         outputs = []
         if self.values and program.result is not None:
             outputs.append(_nbformat().v4.new_output(
                 "execute_result", data=_card_bundle(program), execution_count=None))
-        outcome = _outcome(program.result, [])  # a program's approvals are its sub-calls'
-        self.code(f"{line}\n{program.code}", outputs=outputs,
-                  metadata={"call_id": program.call_id, "outcome": outcome})
+        self.code(f"{line}\n{program.code}", outputs=outputs, metadata=metadata)
 
 
 def _number_code_cells(cells: list[Any]) -> None:
@@ -221,6 +258,24 @@ def _number_code_cells(cells: list[Any]) -> None:
         for output in cell.outputs:
             if output.output_type == "execute_result":
                 output.execution_count = number
+
+
+def _recorded_answers(session: Session, values: bool) -> list[dict[str, JsonValue]]:
+    """The answers the programs' sub-calls got, in order, for ``approvals="replay"``
+    (without arguments and notes when values are left out: then they match by tool)."""
+    answers: list[dict[str, JsonValue]] = []
+    for program in session.programs:
+        for approval in program.approvals:
+            if approval.approved is None or approval.answered_by in (None, "abort", "error"):
+                continue  # never answered, or the call stopped first: not a decision
+            answer: dict[str, JsonValue] = {"tool": approval.tool}
+            if values:
+                answer["arguments"] = approval.arguments
+            answer |= {"approved": approval.approved, "answered_by": approval.answered_by}
+            if values and approval.note:
+                answer["note"] = approval.note
+            answers.append(answer)
+    return answers
 
 
 def _nbformat() -> Any:
@@ -240,7 +295,7 @@ def _title(session: Session, source: str | None, values: bool) -> str:
     runs = session.runs
     first = runs[0] if runs else None
     if first is not None and len(runs) == 1:
-        heading = f"# Session: {_one_line(first['task'], 80)}"
+        heading = f"# Session: {md.text(_one_line(first['task'], 80))}"
     else:
         heading = "# Session" + (f" of {len(runs)} runs" if runs else "")
     facts = []
@@ -250,16 +305,17 @@ def _title(session: Session, source: str | None, values: bool) -> str:
     models = sorted({r["model"] for r in runs})
     modes = sorted({r["mode"] for r in runs})
     if models:
-        facts.append("model " + ", ".join(f"`{m}`" for m in models))
+        facts.append("model " + ", ".join(md.code(m) for m in models))
     if modes:
-        facts.append("mode " + ", ".join(f"`{m}`" for m in modes))
+        facts.append("mode " + ", ".join(md.code(m) for m in modes))
     if source is not None:
-        facts.append(f"log `{Path(source).name}`")
+        facts.append(f"log {md.code(Path(source).name)}")
     turns = [i for i in session.items if isinstance(i, Turn)]
     natives = sum(len(t.native) for t in turns)
     lines = [heading, "", " · ".join(facts) + ("." if facts else "")]
     if first is not None and len(runs) == 1:
-        lines += ["", "**Task:**", "", *(f"> {t}" for t in first["task"].splitlines())]
+        lines += ["", "**Task:**", "",
+                  *(f"> {md.text(t)}" for t in first["task"].splitlines())]
     lines += ["", f"{_plural(sum(t.step is not None for t in turns), 'model turn')}, "
                   f"{_plural(natives, 'native call')}, {_plural(len(session.programs), 'program')}"
                   ". Each program is a `%%run_code` cell with its recorded card as output; "
@@ -274,7 +330,7 @@ def _title(session: Session, source: str | None, values: bool) -> str:
 def _turn_markdown(turn: Turn, *, values: bool) -> str:
     lines = [f"### Step {turn.step}" if turn.step is not None else "### Calls"]
     if turn.text:
-        lines += ["", turn.text.strip()]
+        lines += ["", md.text(turn.text.strip())]
     native: list[NativeCall | Program] = [*turn.native,
                                           *(p for p in turn.programs if p.code is None)]
     if native:
@@ -283,8 +339,8 @@ def _turn_markdown(turn: Turn, *, values: bool) -> str:
         lines += ["", header, "|---" * header.count(" | ") + "|---|"]
         for call in native:
             name = call.name if isinstance(call, NativeCall) else "run_code"
-            cells = [f"`{name}`", _arguments(call.arguments, values),
-                     _outcome(call.result, call.approvals)]
+            cells = [md.cell_code(name), _arguments(call.arguments, values),
+                     md.cell(_outcome(call.result, call.approvals))]
             if values:
                 cells.append(_result_text(call))
             cells.append(_approvals(call.approvals, values, named=False))
@@ -295,15 +351,15 @@ def _turn_markdown(turn: Turn, *, values: bool) -> str:
     for program in programs:
         asked = _approvals(program.approvals, values)
         if asked:
-            lines += ["", f"Approvals in *{_escape(program.description)}*: {asked}"]
+            lines += ["", f"Approvals in *{md.cell(program.description)}*: {asked}"]
     return "\n".join(lines)
 
 
 def _arguments(arguments: Any, values: bool) -> str:
     if not values:
         keys = ", ".join(arguments) if isinstance(arguments, dict) else "…"
-        return _code_span("{" + keys + "}")
-    return _code_span(_clip(compact_json(arguments)))
+        return md.cell_code("{" + keys + "}")
+    return md.cell_code(_clip(compact_json(arguments)))
 
 
 def _result_text(call: NativeCall | Program) -> str:
@@ -312,20 +368,23 @@ def _result_text(call: NativeCall | Program) -> str:
         return ""
     error = result.get("error")
     if error is not None:
-        return _escape(_clip(error["message"]))
+        return md.cell(_clip(error["message"]))
     text = "".join(str(part.get("text", "")) for part in result["content"]
                    if part.get("type") == "text")
-    return _code_span(_clip(text)) if text else ""
+    return md.cell_code(_clip(text)) if text else ""
 
 
-def _outcome(result: Any, approvals: list[Approval]) -> str:
+def _outcome(result: ToolResultEvent | None, approvals: list[Approval]) -> str:
+    if stop_of(result) is not None:
+        return "stopped"
     if any(a.approved is False for a in approvals):
         return "denied"
     if result is None:
         return "no result"
     if not result["is_error"]:
         return "ok"
-    code = (result.get("error") or {}).get("code")
+    error = result.get("error")
+    code = error["code"] if error is not None else None
     if code in _DENIED:
         return "denied"
     return f"error {code}" if code else "error"
@@ -342,24 +401,27 @@ def _approvals(approvals: list[Approval], values: bool, *, named: bool = True) -
                 + (f" by {approval.answered_by}" if approval.answered_by else "")
             if values and approval.note:
                 answer += f": {approval.note}"
-        parts.append(f"`{approval.tool}` {asked}, {answer}" if named else f"{asked}, {answer}")
-    return _escape("; ".join(parts))
+        said = md.cell(f"{asked}, {answer}")
+        parts.append(f"{md.cell_code(approval.tool)} {said}" if named else said)
+    return "; ".join(parts)
 
 
 def _run_end(item: RunEnd) -> str:
     end = item.end
-    text = (f"**Run ended:** {end['stop']} after {_plural(end['steps'], 'step')} "
+    text = (f"**Run ended:** {md.text(end['stop'])} after {_plural(end['steps'], 'step')} "
             f"({_plural(end['tool_calls'], 'tool call')}, "
             f"{_plural(end['sub_calls'], 'sub-call')}).")
     error = end.get("error")
     if error is not None:
-        text += f" {error.get('code') or 'error'}: {_escape(_one_line(error['message']))}"
+        text += (f" {md.text(error.get('code') or 'error')}: "
+                 f"{md.text(_one_line(error['message']))}")
     return text
 
 
 def _recorded_mode(session: Session) -> str:
-    """The mode to give a native registry: the session's, when it offered run_code."""
-    modes = [r["mode"] for r in session.runs if r["mode"] != "native"]
+    """The mode to give a native registry: the session's, when it offered run_code (and
+    is a mode: the log's word is not trusted into the setup code)."""
+    modes = [r["mode"] for r in session.runs if r["mode"] in _CODE_MODES]
     return modes[0] if modes else "code"
 
 
@@ -371,16 +433,11 @@ def _clip(text: str, limit: int = CLIP) -> str:
     return text if len(text) <= limit else text[:limit - 1] + "…"
 
 
-def _escape(text: str) -> str:
-    """Text safe in a markdown table cell (one line, no column breaks)."""
-    return " ".join(text.split()).replace("|", "\\|")
-
-
-def _code_span(text: str) -> str:
-    text = _escape(text)
-    fence = "``" if "`" in text else "`"
-    pad = " " if fence == "``" else ""
-    return f"{fence}{pad}{text}{pad}{fence}"
+def _option(name: str, value: str) -> str:
+    """`` --name VALUE`` for the magic's line, exactly ``value`` however it reads (one
+    line, quoted; ``--name=VALUE`` when it starts with a dash)."""
+    joint = "=" if value.startswith("-") else " "
+    return f" --{name}{joint}{quote_argument(value)}"
 
 
 def _plural(n: int, word: str) -> str:
@@ -396,6 +453,19 @@ example with `open_session_registry("mypackage.tools:registry")` (a registry, a 
 returning one, or an async context manager yielding one), or export again with \
 `dsh-jupyter export SESSION.jsonl -o NOTEBOOK.ipynb --tools MODULE:ATTR`. Until then \
 running the notebook stops at that cell."""
+
+_APPROVALS_NOTE = """
+
+The session's programs asked for approvals. The next cell (a papermill parameter) says who \
+answers them now: `"ask"` shows the approval card in the call's card, as in the session; \
+where nobody can click (papermill, nbval) the call is denied and says how to opt in. \
+`"replay"` gives the answers recorded in the session (listed in the setup cell) to the \
+same calls with the same arguments: `papermill NOTEBOOK OUT -p approvals replay`. \
+`"deny"` denies them all."""
+
+_APPROVALS_PARAMETER = """\
+# Who answers the approvals the programs ask for: "ask", "replay" or "deny".
+approvals = {approvals!r}"""
 
 _STATEFUL_NOTE = (" The session ran on a stateful runtime (a program may use what an "
                   "earlier one of its conversation defined): keep `stateful=True`.")

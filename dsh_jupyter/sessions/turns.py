@@ -17,6 +17,7 @@ turns of their own. Pure data, so the notebook builder stays about cells.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeAlias
@@ -32,8 +33,12 @@ from ..events import (
 from ..json_value import JsonValue
 from ..registry.scope import RESERVED_NAME
 
-__all__ = ["Approval", "NativeCall", "Program", "Run", "RunEnd", "Session", "Turn",
-           "read_turns"]
+__all__ = ["Approval", "NativeCall", "Program", "Run", "RunEnd", "Session", "Stop", "Turn",
+           "read_turns", "stop_of"]
+
+# code_mode.failure_message of a program stopped by its signal: "code run failed (abort):
+# <reason>[\nCaptured output:\n...]".
+_ABORTED = re.compile(r"code run failed \(abort\): ([^\n]*)")
 
 
 @dataclass(slots=True, kw_only=True)
@@ -45,6 +50,8 @@ class Approval:
     approved: bool | None = None
     answered_by: str | None = None
     note: str | None = None
+    arguments: JsonValue = None
+    """The arguments of the call that asked (``None`` when the log does not say)."""
 
 
 @dataclass(slots=True, kw_only=True)
@@ -72,6 +79,41 @@ class Program:
     result: ToolResultEvent | None = None
     approvals: list[Approval] = field(default_factory=list)
     """Approvals asked by the program's sub-calls."""
+
+    @property
+    def stopped(self) -> Stop | None:
+        """How the program was stopped before it ended (Stop, Kernel > Interrupt, an
+        agent run aborted), if it was."""
+        return stop_of(self.result)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Stop:
+    """A call stopped before it ended: why, and after how long."""
+
+    reason: str
+    """The log's ``stopped`` (``"stopped by the user"``, ``"the call was cancelled"``)."""
+    seconds: float
+
+    def describe(self) -> str:
+        """``stopped by the user after 5.2 s``, or ``stopped (<reason>) after ...``."""
+        what = self.reason if self.reason.startswith("stopped") else f"stopped ({self.reason})"
+        return f"{what} after {self.seconds:.1f} s"
+
+
+def stop_of(result: ToolResultEvent | None) -> Stop | None:
+    """How the call ``result`` ended was stopped, if it was: its ``stopped`` reason, or in
+    a log written before results said so, a ``run_code`` program's abort."""
+    if result is None or not result["is_error"]:
+        return None
+    reason = result.get("stopped")
+    if reason is None:
+        error = result.get("error") or {"message": "", "code": None}
+        aborted = _ABORTED.match(error["message"])
+        if error["code"] != "CODE_RUN_FAILED" or aborted is None:
+            return None
+        reason = aborted.group(1)
+    return Stop(reason=reason, seconds=max(0.0, result["ended"] - result["started"]))
 
 
 @dataclass(slots=True, kw_only=True)
@@ -140,6 +182,7 @@ def read_turns(events: Iterable[SessionEvent]) -> Session:
     expected: set[str] = set()  # call ids the current turn's message announced
     calls: dict[str, NativeCall | Program] = {}
     programs: dict[str, Program] = {}  # sub-call id -> its program, too
+    sub_arguments: dict[str, JsonValue] = {}  # sub-call id -> its arguments
     first: float | None = None
     count = 0
     for event in events:
@@ -179,7 +222,7 @@ def read_turns(events: Iterable[SessionEvent]) -> Session:
                 if isinstance(found, Program):
                     found.events.append(event)
         elif event["kind"] == "tool/approval-request" or event["kind"] == "tool/approval":
-            _approval(event, calls, programs)
+            _approval(event, calls, programs, sub_arguments)
         else:
             root = event.get("root_call_id", event.get("parent_call_id"))
             program = programs.get(str(root)) if root is not None else None
@@ -188,6 +231,8 @@ def read_turns(events: Iterable[SessionEvent]) -> Session:
                 sub_id = event.get("call_id")
                 if isinstance(sub_id, str) and sub_id != program.call_id:
                     programs[sub_id] = program
+                if event["kind"] == "tool/code-dispatch-start":
+                    sub_arguments[event["call_id"]] = event["arguments"]
     return Session(items=items, first_time=first, events=count)
 
 
@@ -205,18 +250,22 @@ def _call(call_id: str, name: str, arguments: JsonValue,
 
 def _approval(event: ApprovalRequestEvent | ApprovalEvent,
               calls: Mapping[str, NativeCall | Program],
-              programs: Mapping[str, Program]) -> None:
+              programs: Mapping[str, Program],
+              sub_arguments: Mapping[str, JsonValue]) -> None:
     call_id = event["call_id"]
-    owner: NativeCall | Program | None = calls.get(call_id) or programs.get(call_id)
+    call = calls.get(call_id)
+    owner: NativeCall | Program | None = call or programs.get(call_id)
     if owner is None:
         return
+    arguments = call.arguments if call is not None else sub_arguments.get(call_id)
     if event["kind"] == "tool/approval-request":
-        owner.approvals.append(Approval(tool=event["name"], reason=event["reason"]))
+        owner.approvals.append(Approval(tool=event["name"], reason=event["reason"],
+                                        arguments=arguments))
         return
     pending = next((a for a in reversed(owner.approvals)
                     if a.tool == event["name"] and a.approved is None), None)
     if pending is None:  # an answer without its request (a truncated log)
-        pending = Approval(tool=event["name"], reason=None)
+        pending = Approval(tool=event["name"], reason=None, arguments=arguments)
         owner.approvals.append(pending)
     pending.approved = event["approved"]
     pending.answered_by = event["answered_by"]
