@@ -35,6 +35,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol, TextIO
 
+from .._help import plain_help
 from ..json_value import JsonValue, NotJsonError, snapshot_json
 from .results import RESULTS_FILE, SUMMARY_FILE, read_summary
 from .tasks import DEFAULT_TASK_SET, MODES, SHIPPED_SETS
@@ -85,7 +86,7 @@ def default_notebook() -> Path:
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Add ``eval``'s options to ``parser`` (its subcommand parser)."""
-    parser.description = __doc__
+    parser.description = plain_help(__doc__)
     parser.formatter_class = argparse.RawDescriptionHelpFormatter
     parser.add_argument("--presentations", "--modes", nargs="+", choices=MODES,
                         metavar="MODE", dest="modes",
