@@ -312,8 +312,8 @@ def _import_papermill() -> Any:
     try:
         return importlib.import_module("papermill")
     except ImportError:
-        raise UsageError("dsh-jupyter eval needs papermill: "
-                         "pip install 'dsh-jupyter[eval]'") from None
+        # run_command says "dsh-jupyter eval: " before it
+        raise UsageError("papermill is not installed: pip install 'dsh-jupyter[eval]'") from None
 
 
 class _Prefixed:
