@@ -196,6 +196,7 @@ def test_a_notebook_that_writes_no_results_failed(tmp_path: Path) -> None:
     assert not (tmp_path / "summary.json").exists()
     assert fake.calls[0]["parameters"] == {"label": "x"}
     assert fake.calls[0]["execution_timeout"] == 5.0 and fake.calls[0]["stdout_file"] is None
+    assert fake.calls[0]["extra_arguments"] == ["--IPKernelApp.log_level=CRITICAL"]
     assert describe(run) == ["FAILED: the notebook wrote no summary.json",
                              f"see {tmp_path / 'evaluation.ipynb'}"]
 
