@@ -281,9 +281,11 @@ class RunCodeCard(_CallCard):
     def _parts(self) -> list[Any]:
         w = _ipw.ipywidgets()
         self._header = w.HTML(value=html_header(self._doc(()), timing=True))
+        # A flex button stretches its icon to the button's height, which puts the glyph
+        # at the top edge: centre it.
         self._stop_button = w.Button(description="Stop", icon="stop", button_style="warning",
                                      tooltip="Stop the program (its output so far is kept)",
-                                     layout=w.Layout(width="auto"))
+                                     layout=w.Layout(width="auto", align_items="center"))
         self._stop_button.add_class("dsh-stop")
         self._stop_button.on_click(lambda _button: self._stop_clicked())
         self._stop_button.layout.display = "flex" if self._stoppable() else "none"
