@@ -9,6 +9,7 @@ prints, re-save the outputs with ``python notebooks/regenerate.py``.
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -48,6 +49,35 @@ def test_tutorial_is_saved_executed_top_to_bottom(path: Path) -> None:
         for output in cell.outputs:
             assert output.output_type != "error", cell.source
             assert WIDGET_VIEW not in output.get("data", {}), cell.source
+
+
+def _markdown(path: Path) -> list[str]:
+    return [cell.source for cell in nbformat.read(path, as_version=4).cells
+            if cell.cell_type == "markdown"]
+
+
+def test_the_quickstarts_next_list_names_every_later_tutorial() -> None:
+    [listed] = [text for text in _markdown(NOTEBOOKS / "01-quickstart.ipynb")
+                if text.startswith("## Next")]
+    assert re.findall(r"`(\d\d-[\w-]+\.ipynb)`", listed) == [p.name for p in tutorials()[1:]]
+
+
+def test_pointers_to_real_approve_buttons_name_the_tutorial_that_has_them() -> None:
+    pointers = [text for path in tutorials() for text in _markdown(path)
+                if "real buttons" in text and ".ipynb" in text]
+    assert pointers, "02 sends the reader to the tutorial with real Approve buttons"
+    for text in pointers:
+        assert re.findall(r"\d\d-[\w-]+\.ipynb", text) == ["07-notebook-experience.ipynb"], text
+
+
+def test_07s_stop_example_is_a_cell_that_runs() -> None:
+    """Not a program in the markdown to copy: a cell to run (and press Stop on)."""
+    path = NOTEBOOKS / "07-notebook-experience.ipynb"
+    assert not [text for text in _markdown(path) if re.search(r"```\w*\n%%run_code", text)]
+    cells = nbformat.read(path, as_version=4).cells
+    [counting] = [cell for cell in cells if cell.cell_type == "code"
+                  and cell.source.startswith('%%run_code --description "Count slowly"')]
+    assert "tick 0" in counting.outputs[0]["data"]["text/plain"]
 
 
 @pytest.mark.kernel
