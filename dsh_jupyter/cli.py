@@ -21,6 +21,7 @@ from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from pathlib import Path
 from typing import Any, TextIO
 
+from ._help import plain_help
 from .evaluation.command import add_arguments as add_eval_arguments
 from .evaluation.command import run_command as run_eval
 from .events import SessionEvent
@@ -45,7 +46,7 @@ return {"longest": max(sizes, key=sizes.get), "lines": sizes}
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="dsh-jupyter", description=__doc__,
+    parser = argparse.ArgumentParser(prog="dsh-jupyter", description=plain_help(__doc__),
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     commands = parser.add_subparsers(dest="command", required=True)
     commands.add_parser("demo", help="run a program through run_code in a fresh kernel")

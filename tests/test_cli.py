@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+
+from dsh_jupyter.cli import main
 
 HERE = Path(__file__).resolve().parent
 CLI = [sys.executable, "-m", "dsh_jupyter.cli"]
@@ -60,3 +63,14 @@ def test_sdk_command() -> None:
 def test_bad_tools_spec_is_explained() -> None:
     done = cli("sdk", "--tools", "no_such_module:x")
     assert done.returncode != 0 and "cannot load" in done.stderr
+
+
+@pytest.mark.parametrize("command", ["", "demo", "run", "sdk", "serve-mcp", "eval", "export"])
+def test_help_is_plain_text(command: str, capsys: pytest.CaptureFixture[str]) -> None:
+    """--help shows no reStructuredText (``literals``, ::, :roles:) from the docstrings."""
+    with pytest.raises(SystemExit) as exited:
+        main([*command.split(), "--help"])
+    assert exited.value.code == 0
+    text = capsys.readouterr().out
+    assert "usage: dsh-jupyter" in text
+    assert "``" not in text and not re.search(r"::$|:[a-z]+:`", text, re.MULTILINE), text

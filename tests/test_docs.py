@@ -1,5 +1,15 @@
-"""Every ```python block in docs/**/*.md runs, in order, one namespace per page
-(compiled without this module's ``from __future__`` flags, as a user would run it)."""
+"""The docs' examples run.
+
+Every ```python block in docs/**/*.md runs, in order, one namespace per page (compiled
+without this module's ``from __future__`` flags, as a user would run it).
+
+README.md and docs/quickstart.md, the first pages a reader meets, run as a reader pastes
+them into a notebook: each ```python and ```ipython block a cell, in order, in a real
+IPython kernel whose working directory is the checkout, cell magics (``%load_ext``,
+``%%run_code``) included; a ``%%run_code`` cell must also end ``ok``, not with a failed
+program. Their shell blocks (installs, ``dsh-jupyter demo``, ``jupyter lab``) are what
+``.ci/run`` does.
+"""
 
 from __future__ import annotations
 
@@ -7,16 +17,21 @@ import ast
 import re
 from pathlib import Path
 
+import nbformat
 import pytest
+from nbclient import NotebookClient
 
-DOCS = Path(__file__).resolve().parent.parent / "docs"
+ROOT = Path(__file__).resolve().parent.parent
+DOCS = ROOT / "docs"
 BLOCK = re.compile(r"^```python\n(.*?)^```", re.S | re.M)
+CELL = re.compile(r"^```(?:python|ipython)\n(.*?)^```", re.S | re.M)
 SKIP_MARK = "# docs: not run"
+AS_PASTED = (ROOT / "README.md", DOCS / "quickstart.md")
 
 
 def pages() -> list[tuple[str, list[str]]]:
     found = [(str(p.relative_to(DOCS)), BLOCK.findall(p.read_text()))
-             for p in sorted(DOCS.rglob("*.md"))]
+             for p in sorted(DOCS.rglob("*.md")) if p not in AS_PASTED]
     return [(name, blocks) for name, blocks in found if blocks]
 
 
@@ -32,3 +47,21 @@ async def test_page_examples_run(page: str, blocks: list[str]) -> None:
         result = eval(code, namespace)
         if result is not None:
             await result
+
+
+@pytest.mark.kernel
+@pytest.mark.timeout(240)
+@pytest.mark.parametrize("page", AS_PASTED, ids=lambda p: p.name)
+def test_page_runs_as_pasted_into_a_notebook(page: Path) -> None:
+    cells = [block.removesuffix("\n") for block in CELL.findall(page.read_text())
+             if SKIP_MARK not in block]
+    assert cells, f"no python or ipython block in {page.name}"
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(c) for c in cells])
+    # Raises at the first cell that raises, with its traceback.
+    NotebookClient(nb, timeout=180, kernel_name="python3",
+                   resources={"metadata": {"path": str(ROOT)}}).execute()
+    for cell in nb.cells:
+        if cell.source.startswith("%%run_code"):
+            [card] = [o["data"]["text/plain"] for o in cell.outputs
+                      if o["output_type"] == "execute_result"]
+            assert card.startswith("[ok]"), f"{page.name}: a program failed as written:\n{card}"

@@ -35,6 +35,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol, TextIO
 
+from .._help import plain_help
 from ..json_value import JsonValue, NotJsonError, snapshot_json
 from .results import RESULTS_FILE, SUMMARY_FILE, read_summary
 from .tasks import DEFAULT_TASK_SET, MODES, SHIPPED_SETS
@@ -44,6 +45,11 @@ DEFAULT_OUTPUT = Path("evaluation-results")
 RUNS_FILE = "runs.json"
 SESSIONS_DIR = "sessions"  # where the notebook keeps each run's session log
 _RESERVED = ("output_dir",)
+KERNEL_ARGUMENTS = ("--IPKernelApp.log_level=CRITICAL",)
+"""Given to the notebook's kernel, whose log would land in the terminal among the results:
+ipykernel 7 warns that a kernel on TCP (papermill's, on 127.0.0.1) is unencrypted, and
+logs "KeyboardInterrupt caught in kernel" when the shutdown interrupts it. A cell's error
+is in the executed notebook and in the FAILED line; a dead kernel is a FAILED line too."""
 
 
 class Writer(Protocol):
@@ -85,7 +91,7 @@ def default_notebook() -> Path:
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Add ``eval``'s options to ``parser`` (its subcommand parser)."""
-    parser.description = __doc__
+    parser.description = plain_help(__doc__)
     parser.formatter_class = argparse.RawDescriptionHelpFormatter
     parser.add_argument("--presentations", "--modes", nargs="+", choices=MODES,
                         metavar="MODE", dest="modes",
@@ -273,7 +279,7 @@ def run_notebook(papermill: Any, notebook: Path, parameters: Mapping[str, JsonVa
             str(notebook), str(directory / NOTEBOOK_NAME), parameters=dict(parameters),
             kernel_name=kernel_name, progress_bar=progress_bar, stdout_file=stdout,
             stderr_file=None if stdout is None else sys.stderr,
-            execution_timeout=cell_timeout)
+            execution_timeout=cell_timeout, extra_arguments=list(KERNEL_ARGUMENTS))
     except papermill.PapermillExecutionError as exc:
         error = f"cell {exc.exec_count} raised {exc.ename}: {exc.evalue}"
     except Exception as exc:  # a batch goes on: each failure is reported and fails the exit
@@ -311,8 +317,8 @@ def _import_papermill() -> Any:
     try:
         return importlib.import_module("papermill")
     except ImportError:
-        raise UsageError("dsh-jupyter eval needs papermill: "
-                         "pip install 'dsh-jupyter[eval]'") from None
+        # run_command says "dsh-jupyter eval: " before it
+        raise UsageError("papermill is not installed: pip install 'dsh-jupyter[eval]'") from None
 
 
 class _Prefixed:

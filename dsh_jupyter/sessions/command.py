@@ -19,10 +19,12 @@ import sys
 from pathlib import Path
 from typing import TextIO
 
+from .._help import plain_help
+
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Add ``export``'s arguments to ``parser`` (its subcommand parser)."""
-    parser.description = __doc__
+    parser.description = plain_help(__doc__)
     parser.formatter_class = argparse.RawDescriptionHelpFormatter
     parser.add_argument("session", type=Path, help="a JSON Lines session log")
     parser.add_argument("-o", "--output", type=Path, required=True, metavar="NOTEBOOK",

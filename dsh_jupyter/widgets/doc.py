@@ -113,6 +113,16 @@ class Section:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class Fold:
+    """Blocks folded under one line (``… and 124 more (120 ok, 4 failed)``): HTML draws a
+    disclosure that opens on them; the text formats show the line alone, so a long list
+    cannot flood a saved notebook."""
+
+    summary: str
+    blocks: tuple[Block, ...]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Doc:
     """One card. ``kind`` names the card for CSS and tests (``tool``, ``run-code``,
     ``sub-call``, ``approval``); ``duration`` is shown by the live widget only, because
@@ -132,4 +142,4 @@ class Doc:
 
 
 Block: TypeAlias = (Text | Field | Code | Items | Links | File | Image | SandboxedHtml | Section
-                   | Doc)
+                   | Fold | Doc)

@@ -26,6 +26,7 @@ from .doc import (
     Doc,
     Field,
     File,
+    Fold,
     Image,
     Items,
     Link,
@@ -135,6 +136,8 @@ def _plain_blocks(blocks: Iterable[Block], pad: str) -> list[str]:
                 out.append(pad + _more(omitted))
         elif isinstance(block, File):
             out.append(f"{pad}- {clean(block.name)} ({clean(block.note)})")
+        elif isinstance(block, Fold):
+            out.append(pad + clean(block.summary))
         elif isinstance(block, Links):
             for link in block.links:
                 out.append(f"{pad}- {clean(link.title)} <{clean(link.url)}>")
@@ -194,6 +197,8 @@ def _markdown_blocks(blocks: Iterable[Block]) -> list[str]:
             out.append(fence("\n".join(lines)))
         elif isinstance(block, File):
             out.append(f"- {escape_markdown(block.name)} ({escape_markdown(block.note)})")
+        elif isinstance(block, Fold):
+            out.append(f"*{escape_markdown(block.summary)}*")
         elif isinstance(block, Links):
             out.append("\n".join(_markdown_link(link) for link in block.links))
         else:
@@ -298,6 +303,10 @@ def _html_block(block: Block, timing: bool) -> str:
         return _html_image(block)
     if isinstance(block, SandboxedHtml):
         return _html_frame(block)
+    if isinstance(block, Fold):
+        return (f'<details class="dsh-fold"><summary style="cursor:pointer;color:#6e7781">'
+                f"{escape_html(block.summary)}</summary>{html_blocks(block.blocks, timing=timing)}"
+                "</details>")
     return (f'<div class="dsh-section"><div style="font-weight:600;margin-top:4px">'
             f"{escape_html(block.title)}</div>{html_blocks(block.blocks, timing=timing)}</div>")
 

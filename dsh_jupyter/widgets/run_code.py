@@ -1,6 +1,7 @@
 """The run_code card: the description, the program (highlighted, collapsible), one
-nested card per sub-call as it starts and settles, then the logs and result or
-the failure kind and message."""
+nested card per sub-call as it starts and settles (past :data:`SHOWN_SUB_CALLS`, the
+rest fold into one row that counts them), then the logs and result or the failure kind
+and message."""
 
 from __future__ import annotations
 
@@ -16,13 +17,19 @@ from ..registry.scope import RESERVED_NAME
 from . import _ipw
 from .cards import _CallCard
 from .displays import display_block
-from .doc import Block, Code, Doc, Field, File, Section, Status, Text
+from .doc import Block, Code, Doc, Field, File, Fold, Section, Status, Text
 from .render import html_blocks, html_header
 from .text import plural, summarize_arguments
 from .views import error_blocks
 
 OPEN_PROGRAM_LINES = 15
 LIVE_LOG_LINES = 200
+SHOWN_SUB_CALLS = 10
+"""Sub-call rows a run_code card shows; the rest fold into one row, ``… and 124 more
+(120 ok, 4 failed)``, that opens on them (a sub-call asking for approval opens it)."""
+_STATUS_WORDS: tuple[tuple[Status, str], ...] = (
+    ("ok", "ok"), ("error", "failed"), ("running", "running"), ("waiting", "waiting"),
+    ("queued", "queued"))
 USER_STOP = "stopped by the user"
 """The abort reason of a card's Stop button."""
 # code_mode.failure_message: "code run failed (<kind>): <message>[\nCaptured output:\n<logs>]"
@@ -52,6 +59,8 @@ class SubCallCard(_CallCard):
         self.running: float | None = None
         self.asking = False
         self.blocked_by: str | None = None
+        self.on_change: Callable[[], None] | None = None
+        """Told after every change (its run_code card counts the folded calls)."""
 
     @property
     def status(self) -> Status:
@@ -60,6 +69,11 @@ class SubCallCard(_CallCard):
         if self.asking:
             return "waiting"
         return "running" if self.running is not None else "queued"
+
+    def _changed(self) -> None:
+        super()._changed()
+        if self.on_change is not None:
+            self.on_change()
 
     def dispatched(self, time: float) -> None:
         """Its policy let it through at ``time``: it runs now."""
@@ -132,6 +146,10 @@ class RunCodeCard(_CallCard):
         self.duration: float | None = None
         self._header: Any = None
         self._calls_box: Any = None
+        self._more_button: Any = None
+        self._more_box: Any = None
+        self.unfolded = False
+        """The widget shows every sub-call (the text fallbacks always fold)."""
         self._outcome: Any = None
 
     # Live updates ----------------------------------------------------------------
@@ -141,8 +159,13 @@ class RunCodeCard(_CallCard):
             card = self.calls[call_id] = SubCallCard(name=name, arguments=arguments,
                                                      number=len(self.calls) + 1)
             card.blocked_by = self._asking()
-            if self._calls_box is not None:
+            if card.number > SHOWN_SUB_CALLS:
+                card.on_change = self._fold_changed
+            if self._calls_box is not None and card.number <= SHOWN_SUB_CALLS:
                 self._calls_box.children = (*self._calls_box.children, card.widget)
+            elif self._calls_box is not None:
+                self._more_box.children = (*self._more_box.children, card.widget)
+                self._fold_changed()
         return card
 
     def origin(self, call_id: str) -> str:
@@ -160,6 +183,8 @@ class RunCodeCard(_CallCard):
         if card is None:
             return
         card.asking = asking
+        if asking and card.number > SHOWN_SUB_CALLS:
+            self.unfold(True)  # its Approve / Reject buttons must be in view
         card._changed()
         blocker = self._asking()
         for other in self.calls.values():
@@ -199,8 +224,28 @@ class RunCodeCard(_CallCard):
     def _calls_section(self) -> tuple[Block, ...]:
         if not self.calls:
             return ()
-        return (Section(title=f"tool calls ({len(self.calls)})",
-                        blocks=tuple(card.document() for card in self.calls.values())),)
+        cards = list(self.calls.values())
+        blocks: tuple[Block, ...] = tuple(card.document() for card in cards[:SHOWN_SUB_CALLS])
+        folded = cards[SHOWN_SUB_CALLS:]
+        if folded:
+            blocks += (Fold(summary=_fold_summary(folded),
+                            blocks=tuple(card.document() for card in folded)),)
+        return (Section(title=f"tool calls ({len(self.calls)})", blocks=blocks),)
+
+    def unfold(self, unfolded: bool = True) -> None:
+        """Show every sub-call in the widget (or only the first :data:`SHOWN_SUB_CALLS`)."""
+        self.unfolded = unfolded
+        self._fold_changed()
+
+    def _fold_changed(self) -> None:
+        if self._more_button is None:
+            return
+        folded = list(self.calls.values())[SHOWN_SUB_CALLS:]
+        self._more_button.layout.display = None if folded else "none"
+        self._more_box.layout.display = None if self.unfolded else "none"
+        self._more_button.description = (
+            f"hide the last {len(folded)} ({_status_counts(folded)})" if self.unfolded
+            else _fold_summary(folded))
 
     def finish_stopped(self, by: str) -> None:
         """Say who stopped the program (``"the user"``), once its result is in."""
@@ -281,15 +326,25 @@ class RunCodeCard(_CallCard):
     def _parts(self) -> list[Any]:
         w = _ipw.ipywidgets()
         self._header = w.HTML(value=html_header(self._doc(()), timing=True))
+        # A flex button stretches its icon to the button's height, which puts the glyph
+        # at the top edge: centre it.
         self._stop_button = w.Button(description="Stop", icon="stop", button_style="warning",
                                      tooltip="Stop the program (its output so far is kept)",
-                                     layout=w.Layout(width="auto"))
+                                     layout=w.Layout(width="auto", align_items="center"))
         self._stop_button.add_class("dsh-stop")
         self._stop_button.on_click(lambda _button: self._stop_clicked())
         self._stop_button.layout.display = "flex" if self._stoppable() else "none"
         program = w.HTML(value=html_blocks((self._program(),)))
-        self._calls_box = w.VBox([card.widget for card in self.calls.values()])
+        cards = list(self.calls.values())
+        self._calls_box = w.VBox([card.widget for card in cards[:SHOWN_SUB_CALLS]])
         self._calls_box.add_class("dsh-calls")
+        self._more_button = w.Button(layout=w.Layout(width="auto"),
+                                     tooltip="Show or hide the rest of the tool calls")
+        self._more_button.add_class("dsh-more")
+        self._more_button.on_click(lambda _button: self.unfold(not self.unfolded))
+        self._more_box = w.VBox([card.widget for card in cards[SHOWN_SUB_CALLS:]])
+        self._more_box.add_class("dsh-calls-more")
+        self._fold_changed()
         so_far = self._live_blocks()  # output before the widget was built, drawn once
         self._live = w.VBox([w.HTML(value=html_blocks(so_far))] if so_far else [])
         self._live.add_class("dsh-live")
@@ -297,7 +352,8 @@ class RunCodeCard(_CallCard):
         self._outcome = w.HTML(value=html_blocks(self._outcome_blocks()))
         top = w.HBox([self._header, self._stop_button],
                      layout=w.Layout(justify_content="space-between", align_items="center"))
-        return [top, program, self._calls_box, self._live, self._outcome]
+        return [top, program, self._calls_box, self._more_button, self._more_box, self._live,
+                self._outcome]
 
     def _live_widget_add(self, lines: list[str], display: dict[str, Any] | None) -> None:
         """The live area grows by widgets: the lines since the last display update one
@@ -341,6 +397,16 @@ class RunCodeCard(_CallCard):
             self._outcome.value = html_blocks(self._outcome_blocks())
             if not self._stoppable():
                 self._stop_button.layout.display = "none"
+
+
+def _fold_summary(folded: list[SubCallCard]) -> str:
+    """``… and 124 more (120 ok, 4 failed)``: the folded calls, counted by status."""
+    return f"… and {len(folded)} more ({_status_counts(folded)})"
+
+
+def _status_counts(cards: list[SubCallCard]) -> str:
+    return ", ".join(f"{n} {word}" for status, word in _STATUS_WORDS
+                     if (n := sum(card.status == status for card in cards)))
 
 
 def _interleave(lines: list[str], displays: list[tuple[int, dict[str, Any]]], *,

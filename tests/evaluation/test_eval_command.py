@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -195,6 +196,7 @@ def test_a_notebook_that_writes_no_results_failed(tmp_path: Path) -> None:
     assert not (tmp_path / "summary.json").exists()
     assert fake.calls[0]["parameters"] == {"label": "x"}
     assert fake.calls[0]["execution_timeout"] == 5.0 and fake.calls[0]["stdout_file"] is None
+    assert fake.calls[0]["extra_arguments"] == ["--IPKernelApp.log_level=CRITICAL"]
     assert describe(run) == ["FAILED: the notebook wrote no summary.json",
                              f"see {tmp_path / 'evaluation.ipynb'}"]
 
@@ -207,3 +209,12 @@ def test_failures_are_reported_not_raised(tmp_path: Path) -> None:
                        tmp_path)
     assert run.error == "RuntimeError: Kernel died"
     assert run.to_json()["all_succeeded"] is None and run.to_json()["ok"] is False
+
+
+def test_without_papermill_one_line_says_what_to_install(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setitem(sys.modules, "papermill", None)  # import papermill fails
+    assert main(["eval", "-o", str(tmp_path)]) == 2
+    assert capsys.readouterr().err == (
+        "dsh-jupyter eval: papermill is not installed: pip install 'dsh-jupyter[eval]'\n")

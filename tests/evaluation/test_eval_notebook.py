@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -82,3 +84,18 @@ def test_several_parameter_sets_and_a_failing_one(tmp_path: Path,
     assert [(r.task, r.mode, r.runtime) for r in read_records(out / "quick")] == [
         ("ship-one-order", "code", "in-process")]
     assert (out / "broken" / "evaluation.ipynb").is_file()
+
+
+def test_quiet_prints_only_the_summary(tmp_path: Path) -> None:
+    """-q from a shell: the summary lines, and nothing on stderr (the notebook kernel's
+    "running over TCP without encryption" warning included)."""
+    done = subprocess.run(
+        [sys.executable, "-m", "dsh_jupyter.cli", "eval", "-q", "--tasks", "shop", "--only",
+         "find-todos", "--modes", "code", "-p", "runtime", "in-process", "-o", str(tmp_path)],
+        capture_output=True, text=True, timeout=100)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert done.stderr == ""
+    assert done.stdout.splitlines() == [
+        f"running evaluation.ipynb -> {tmp_path}", done.stdout.splitlines()[1],
+        f"results in {tmp_path}"]
+    assert done.stdout.splitlines()[1].startswith("scripted/code: 1/1 succeeded")

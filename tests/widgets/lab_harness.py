@@ -2,7 +2,9 @@
 
 It listens on 127.0.0.1 without a token, with its own config, data, runtime and
 IPython directories (nothing from ~/.jupyter leaks in), serves ``root`` and is
-stopped by its PID, process group included (the kernels it started too).
+stopped by its PID, process group included (the kernels it started too). It runs on
+this interpreter, or on ``python`` (another venv's, e.g. :func:`lab_only_venv`'s),
+whose own kernel its notebooks then run on.
 """
 
 from __future__ import annotations
@@ -35,7 +37,8 @@ def _free_port() -> int:
 
 
 @contextlib.contextmanager
-def jupyterlab(root: Path, home: Path, *, start_timeout: float = 60.0) -> Iterator[LabServer]:
+def jupyterlab(root: Path, home: Path, *, start_timeout: float = 60.0,
+               python: str | os.PathLike[str] = sys.executable) -> Iterator[LabServer]:
     port = _free_port()
     dirs = {name: home / name for name in ("config", "data", "runtime", "ipython", "home",
                                            "settings", "workspaces")}
@@ -51,7 +54,7 @@ def jupyterlab(root: Path, home: Path, *, start_timeout: float = 60.0) -> Iterat
            "IPYTHONDIR": str(dirs["ipython"]), "HOME": str(dirs["home"]),
            "JUPYTER_PLATFORM_DIRS": "1", "PYTHONUNBUFFERED": "1"}
     log = home / "jupyterlab.log"
-    command = [sys.executable, "-m", "jupyterlab", "--no-browser", "--allow-root",
+    command = [os.fspath(python), "-m", "jupyterlab", "--no-browser", "--allow-root",
                "--ip=127.0.0.1", f"--port={port}", "--ServerApp.port_retries=0",
                "--IdentityProvider.token=", "--ServerApp.password=",
                "--ServerApp.disable_check_xsrf=True", f"--ServerApp.root_dir={root}",
@@ -100,3 +103,25 @@ def _stop(process: subprocess.Popen[bytes]) -> None:
     # Kernels the server started share its process group; make sure none survive.
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(process.pid, signal.SIGKILL)
+
+
+LAB_VENV = "DSH_LAB_VENV"
+"""Names a venv :func:`lab_only_venv` may use as it is (``.ci/run`` makes one)."""
+
+
+def lab_only_venv(directory: Path, *, timeout: float = 300.0) -> Path:
+    """The python of a venv holding this checkout with only its ``[lab]`` extra, as
+    README and the quickstart tell a new user to install it (``$DSH_LAB_VENV``'s, when
+    set; otherwise made in ``directory``, ~15 s with pip's cache warm)."""
+    given = os.environ.get(LAB_VENV)
+    if given:
+        return Path(given, "bin", "python")
+    venv = directory / "venv"
+    checkout = Path(__file__).resolve().parents[2]
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=60)
+    done = subprocess.run([str(venv / "bin" / "python"), "-m", "pip", "install", "--quiet",
+                           "--disable-pip-version-check", "-e", f"{checkout}[lab]"],
+                          timeout=timeout, capture_output=True, text=True)
+    if done.returncode != 0:
+        raise RuntimeError(f"pip install -e '.[lab]' failed:\n{done.stderr[-4000:]}")
+    return venv / "bin" / "python"

@@ -106,6 +106,35 @@ def _headers(calls: Any) -> list[str]:
     return [_text(calls.nth(i).locator(".dsh-header").first) for i in range(calls.count())]
 
 
+def _icon_off_centre(button: Any) -> float:
+    """How far (CSS pixels) the drawn icon's vertical centre is from its button's.
+
+    Measured on the pixels, not on the ``<i>``'s box: a stretched box is centred
+    while the glyph sits at its top. The icon's ink is what differs from the button's
+    own colour (sampled at its right end, past the label) in the icon's columns."""
+    from io import BytesIO
+
+    from PIL import Image
+
+    box, icon = button.bounding_box(), button.locator("i").bounding_box()
+    shot = Image.open(BytesIO(button.screenshot(animations="disabled"))).convert("RGB")
+    top = int(box["y"])  # the shot starts at the pixel row holding the button's top
+    rows = range(int(box["y"] - top + 0.999), int(box["y"] - top + box["height"]))
+    columns = range(int(icon["x"] - int(box["x"])), int(icon["x"] - int(box["x"]) +
+                                                       icon["width"]))
+    ground = shot.getpixel((shot.width - 4, shot.height // 2))
+    assert isinstance(ground, tuple)
+
+    def ink(x: int, y: int) -> bool:
+        pixel = shot.getpixel((x, y))
+        assert isinstance(pixel, tuple)
+        return sum(abs(a - b) for a, b in zip(pixel, ground, strict=False)) > 150
+
+    inked = [y for y in rows if any(ink(x, y) for x in columns)]
+    assert inked, "no icon drawn"
+    return float(abs((inked[0] + inked[-1] + 1) / 2 - (box["y"] - top + box["height"] / 2)))
+
+
 def test_run_code_card_with_approval_in_jupyterlab(lab: LabServer, page: Any) -> None:
     started = time.monotonic()
     page.goto(f"{lab.url}/lab/tree/{NOTEBOOK.name}?reset")
@@ -221,7 +250,9 @@ def test_run_code_cells_live_approval_plot_and_stop_in_jupyterlab(lab: LabServer
     # 4. Stop mid-run: the stopped card keeps its ticks; no traceback; the next cell runs.
     card = cells.nth(4).locator(".dsh-card-widget.dsh-run-code")
     card.locator(".dsh-live", has_text="tick 3").wait_for(timeout=120_000)
-    card.locator("button.dsh-stop").click()
+    stop = card.locator("button.dsh-stop")
+    assert _icon_off_centre(stop) <= 1.5, "the Stop icon is not centred in its button"
+    stop.click()
     stopped = cells.nth(4).locator(".dsh-run-code", has_text="Stopped by the user after")
     stopped.wait_for(timeout=60_000)
     # The live card says so first; then the cell's output is replaced by the outcome's

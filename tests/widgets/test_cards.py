@@ -7,7 +7,7 @@ import base64
 from typing import Any
 
 import pytest
-from widget_support import PAYLOAD, failed, ok, widget_html
+from widget_support import PAYLOAD, failed, ok, walk, widget_html
 
 from dsh_jupyter import ToolSuccess, define_tool
 from dsh_jupyter.registry import (
@@ -296,6 +296,61 @@ def test_sub_calls_queued_behind_an_approval_say_so_and_count_only_their_run() -
     third.finish(failed("the run settled", "ABORTED"), duration=0.0)
     header = widget_html(card.widget)
     assert "200 ms" in header and "(waited 1.4 s)" in header
+
+
+def test_a_long_program_folds_its_sub_calls_into_one_row_that_counts_them() -> None:
+    card = tool_card("run_code", {"code": PROGRAM, "description": "Many"})
+    assert isinstance(card, RunCodeCard)
+    widget = card.widget
+    subs = [card.start_call(f"r:code:{n}", "read", {"n": n}) for n in range(1, 135)]
+    more = next(b for b in _buttons(widget) if "dsh-more" in b._dom_classes)
+    folded = next(w for w in walk(widget) if "dsh-calls-more" in getattr(w, "_dom_classes", ()))
+    assert more.description == "… and 124 more (124 queued)"  # counted live
+    for n, sub in enumerate(subs, start=1):
+        sub.dispatched(float(n))
+        if n == 12:
+            assert more.description == "… and 124 more (1 ok, 1 running, 122 queued)"
+        sub.finish(failed("no", "NOT_FOUND") if n % 30 == 0 else ok(str(n)), duration=0.1)
+    card.finish(ok("done"))
+
+    # Text fallbacks (what nbval compares): ten rows, then one line that counts the rest.
+    lines = plain(card).splitlines()
+    rows = lines.index("  tool calls (134):")
+    assert lines[rows + 1] == "    [ok] read — n=1" and lines[rows + 10] == "    [ok] read — n=10"
+    assert lines[rows + 11] == "    … and 124 more (120 ok, 4 failed)"
+    assert "n=11" not in plain(card) and len(lines) < 30
+    bundle = card._repr_mimebundle_()
+    assert "*… and 124 more \\(120 ok, 4 failed\\)*" in bundle["text/markdown"]
+    html = bundle["text/html"]  # a disclosure that opens on the other 124
+    fold = html.index('<details class="dsh-fold">')
+    assert "… and 124 more (120 ok, 4 failed)</summary>" in html[fold:]
+    assert html.index("n=10") < fold < html.index("n=11") < html.index("n=134")
+
+    # The widget: ten cards, a row that unfolds the others on a click, and folds them again.
+    assert len(card._calls_box.children) == 10 and len(folded.children) == 124
+    assert more.layout.display is None and folded.layout.display == "none"
+    assert more.description == "… and 124 more (120 ok, 4 failed)"
+    more.click()
+    assert folded.layout.display is None and card.unfolded
+    assert more.description == "hide the last 124 (120 ok, 4 failed)"
+    assert "n=11" not in plain(card)  # the fallbacks fold whatever the widget shows
+    more.click()
+    assert folded.layout.display == "none"
+
+
+def test_a_folded_sub_call_that_asks_for_approval_unfolds_the_card() -> None:
+    card = tool_card("run_code", {"code": PROGRAM, "description": "Many"})
+    assert isinstance(card, RunCodeCard)
+    widget = card.widget
+    for n in range(1, 11):
+        card.start_call(f"r:code:{n}", "read", {"n": n}).finish(ok(), duration=0.1)
+    more = next(b for b in _buttons(widget) if "dsh-more" in b._dom_classes)
+    assert more.layout.display == "none"  # ten calls: nothing to fold
+    card.start_call("r:code:11", "delete", {"n": 11})
+    assert (more.layout.display, card.unfolded) == (None, False)
+    card.approval_asked("r:code:11", True)
+    assert card.unfolded  # its Approve / Reject buttons must be in view
+    assert more.description == "hide the last 1 (1 waiting)"
 
 
 def test_live_output_streams_logs_and_displays_in_order_then_the_result() -> None:
