@@ -277,13 +277,19 @@ class RunFile:
     ``name`` is its path below ``outputs/`` (``"plot.png"``, ``"tables/a.csv"``);
     ``mime_type`` is guessed from the name, never from the bytes. ``data`` holds its
     bytes when it was collected; otherwise ``data`` is ``None`` and ``not_collected``
-    says why (over a cap, a symbolic link, ...) and ``size`` is what the listing said."""
+    says why (over a cap, a symbolic link, ...) and ``size`` is what the listing said.
+
+    A runtime hands its files out with ``name`` escaped (bytes that are not UTF-8, control
+    and bidi characters, and backslashes written ``\\xff``, ``\\x1b``, ``\\u202e``,
+    ``\\\\``: one name, one text, see ``docs/run-files.md``) and ``raw_name`` the path's
+    bytes as the file system has them; ``None`` until then."""
 
     name: str
     size: int
     mime_type: str
     data: bytes | None = field(default=None, repr=False)
     not_collected: str | None = None
+    raw_name: bytes | None = None
 
     @property
     def collected(self) -> bool:

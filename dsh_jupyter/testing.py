@@ -15,7 +15,8 @@ abort cancels the program's task instead of interrupting a kernel.
 
 Output observers (:class:`~dsh_jupyter.runtime.OutputObserver`) are told each log
 entry as it is kept. Displays are not supported: there is no kernel to format them,
-so results never hold any (``display`` is whatever the host has, if anything).
+so results never hold any (``display`` is whatever the host has, if anything). Names
+and text come back escaped as from a kernel (``_safe_text``).
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ import json
 import types
 from typing import Any
 
+from ._safe_text import safe_result
 from .abort import AbortSignal
 from .kernel._inkernel import SOURCE_FILENAME
 from .kernel.bridge import Bridge, Done, done_result
@@ -140,8 +142,8 @@ class InProcessRuntime:
             host.stop("the run ended")
             await host.drain()
         if isinstance(result, CodeRunFailure):
-            return CodeRunResult(logs=logs, failure=result)
-        return done_result(result, logs, log, self.max_output_bytes)
+            return safe_result(CodeRunResult(logs=logs, failure=result))
+        return safe_result(done_result(result, logs, log, self.max_output_bytes))
 
 
 def _failure(kind: FailureKind, message: str) -> CodeRunFailure:

@@ -11,7 +11,9 @@ The kernel is hostile, so each message is checked before anything is kept: ``dat
 is a non-empty object of at most :data:`MAX_MIME_TYPES` MIME types (``type/subtype``),
 each a string, or any JSON value for ``application/json`` and ``*+json``;
 ``metadata`` is absent or a JSON object. Anything else is dropped without a trace in
-the result (it is no display) and never raises.
+the result (it is no display) and never raises. Every string of a kept display, its text
+and its metadata, is escaped (``_safe_text.escape_json``: control and bidi characters and
+bytes that are not UTF-8 written ``\\x1b``, ``\\u202e``, ``\\xff``) before it is charged.
 
 The budget: a run keeps at most ``max_displays`` displays and ``max_display_bytes``
 bytes of their compact JSON (data plus metadata). The displays of all runs in flight
@@ -35,6 +37,7 @@ from collections.abc import Callable, Mapping
 from typing import Any, Final, cast
 
 from .._images import format_bytes
+from .._safe_text import escape_json
 from ..json_value import JsonObject, NotJsonError, snapshot_json
 from ..runtime import Display, OutputObserver
 from .frames import MAX_DEPTH
@@ -59,8 +62,8 @@ def is_json_mime(mime: str) -> bool:
 
 
 def parse_display(content: Mapping[str, Any]) -> tuple[JsonObject, JsonObject] | None:
-    """The frozen ``(data, metadata)`` of a ``display_data`` message's content, or
-    ``None`` when it is malformed (see the module docstring)."""
+    """The frozen, escaped ``(data, metadata)`` of a ``display_data`` message's content,
+    or ``None`` when it is malformed (see the module docstring)."""
     data = content.get("data")
     metadata = content.get("metadata")
     metadata = {} if metadata is None else metadata
@@ -74,8 +77,8 @@ def parse_display(content: Mapping[str, Any]) -> tuple[JsonObject, JsonObject] |
         if not is_json_mime(mime) and not isinstance(value, str):
             return None
     try:  # JSON types and metadata: no NaN, no infinities, not nested too deep
-        frozen_data = snapshot_json(data, max_depth=MAX_DEPTH)
-        frozen_metadata = snapshot_json(metadata, max_depth=MAX_DEPTH)
+        frozen_data = escape_json(snapshot_json(data, max_depth=MAX_DEPTH))
+        frozen_metadata = escape_json(snapshot_json(metadata, max_depth=MAX_DEPTH))
     except (NotJsonError, RecursionError):
         return None
     return cast(JsonObject, frozen_data), cast(JsonObject, frozen_metadata)

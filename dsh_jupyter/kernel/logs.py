@@ -1,11 +1,15 @@
 """Program output as log entries, counted exactly against the output budget.
 
 Each stream (``stdout``, ``stderr``) is split into lines: every completed line
-(without its ``\\n``) becomes one entry, in the order lines complete; a trailing
-partial line is flushed as an entry when the run ends. What is charged is exactly the
-seed's payload: the compact UTF-8 JSON encoding of the log array (``["ab","cd"]``:
-brackets, quotes and commas included) plus that of the return value.
-Once the total would pass the budget, nothing more is kept and
+(without its ``\\n``, or ``\\r\\n``) becomes one entry, in the order lines complete; a
+trailing partial line is flushed as an entry when the run ends. An entry is escaped as
+it is kept (``_safe_text.escape_text``: control and bidi characters and bytes that are
+not UTF-8 written ``\\x1b``, ``\\u202e``, ``\\xff``), so what is charged, told live and
+returned is the same text.
+
+What is charged is exactly the seed's payload: the compact UTF-8 JSON encoding of the
+log array (``["ab","cd"]``: brackets, quotes and commas included) plus that of the
+return value. Once the total would pass the budget, nothing more is kept and
 :attr:`OutputLog.over_limit` turns true: the log then holds the entries that fit.
 A partial line is charged before it completes (at least its raw UTF-8 size plus
 quotes), so a gigantic line without a newline trips the limit as it arrives.
@@ -28,6 +32,7 @@ import re
 from collections.abc import Callable
 from typing import Final
 
+from .._safe_text import escape_text
 from ..json_value import JsonValue
 
 ENTRY_OVERHEAD: Final = 64
@@ -114,7 +119,7 @@ class OutputLog:
             head = "".join(self._partial.pop(stream, ())) + complete[0]
             self._give_back(self._partial_bytes.pop(stream, 0))
             for line in (head, *complete[1:]):
-                if not self._add(line):
+                if not self._add(line.removesuffix("\r")):
                     return
         if rest:
             # Charged as it arrives (its raw bytes, plus the quotes for a new line), so a
@@ -154,6 +159,7 @@ class OutputLog:
         self._give_back(self._drawn)
 
     def _add(self, line: str) -> bool:
+        line = escape_text(line)
         size = json_size(line) + (1 if self._entries else 0)  # the comma before it
         if self._used + size > self._max:
             self._trip()

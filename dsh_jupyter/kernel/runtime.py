@@ -40,6 +40,7 @@ from typing import Any
 
 import zmq.asyncio
 
+from .._safe_text import safe_result
 from .._waiting import wait_quietly
 from ..abort import AbortController, AbortSignal
 from ..errors import CodeModeError
@@ -172,6 +173,15 @@ class KernelRuntime:
 
     async def _run(self, program: str, bindings: Bindings,
                    signal: AbortSignal) -> CodeRunResult:
+        """Every result leaves through :func:`~dsh_jupyter._safe_text.safe_result`: names
+        and text escaped (a large value is walked in a worker thread)."""
+        result = await self._outcome(program, bindings, signal)
+        if isinstance(result.value, dict | list):
+            return await asyncio.to_thread(safe_result, result)
+        return safe_result(result)
+
+    async def _outcome(self, program: str, bindings: Bindings,
+                       signal: AbortSignal) -> CodeRunResult:
         signals = (signal, self._disposing.signal)
         for each in signals:
             if each.reason is not None:

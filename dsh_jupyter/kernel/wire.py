@@ -74,7 +74,12 @@ class WireCodec:
         if self._auth is not None and not hmac.compare_digest(signature, self._sign(parts)):
             return None
         try:
-            header, parent, content = (json.loads(parts[i]) for i in (0, 1, 3))
+            # surrogateescape: ipykernel sends a program's text that holds a file name's
+            # undecodable bytes (os.listdir's str) as those raw bytes; they arrive as
+            # U+DC80..U+DCFF, which the result escapes (``_safe_text``), instead of the
+            # message being dropped.
+            header, parent, content = (json.loads(parts[i].decode("utf-8", "surrogateescape"))
+                                       for i in (0, 1, 3))
         except (ValueError, RecursionError):
             return None
         if not (isinstance(header, dict) and isinstance(content, dict)):

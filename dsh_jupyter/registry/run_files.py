@@ -9,7 +9,8 @@ Three readers, three shapes:
 - **the user** gets the bytes: each collected file is attached to the ``ToolSuccess``
   (``result.attachments``, :class:`~dsh_jupyter.runtime.RunFile`).
 - **the card and the session log** read ``presentation_meta["files"]``: name, size, type,
-  the first lines of a text file (:data:`PREVIEW_LINES`, at most :data:`PREVIEW_BYTES`)
+  the first lines of a text file (:data:`PREVIEW_LINES`, at most :data:`PREVIEW_BYTES`,
+  control and bidi characters escaped as in the program's output)
   and, for a small file, its bytes as base64 for a download link (at most
   :data:`CARD_FILE_BYTES` a file and :data:`CARD_TOTAL_BYTES` a run, so a log stays a
   log). Larger files are in ``result.attachments`` only.
@@ -22,6 +23,7 @@ import threading
 from collections.abc import Sequence
 from typing import cast
 
+from .._safe_text import escape_text
 from ..json_value import JsonObject, JsonValue
 from ..runtime import CodeRunResult, RunFile
 
@@ -92,7 +94,7 @@ def card_entries(files: Sequence[RunFile]) -> list[JsonValue]:
         else:
             if is_text(file.mime_type):
                 head = file.data[:PREVIEW_BYTES].decode("utf-8", errors="replace")
-                entry["preview"] = "\n".join(head.split("\n")[:PREVIEW_LINES])
+                entry["preview"] = escape_text("\n".join(head.split("\n")[:PREVIEW_LINES]))
             if len(file.data) <= min(CARD_FILE_BYTES, budget):
                 budget -= len(file.data)
                 entry["data"] = base64.b64encode(file.data).decode("ascii")

@@ -61,6 +61,17 @@ def test_well_formed_bundles_are_frozen_as_sent() -> None:
     assert parse_display({"data": {"text/plain": "t"}}) == ({"text/plain": "t"}, {})
 
 
+def test_display_text_and_metadata_are_escaped() -> None:
+    parsed = parse_display({"data": {"text/plain": "\x1b[31mred\u202e", "text/html": "<p>\x85</p>",
+                                     "application/json": {"k\x1b": ["\udcff"]}},
+                            "metadata": {"title\u2066": "x\x07"}})
+    assert parsed is not None
+    data, metadata = parsed
+    assert data == {"text/plain": "\\x1b[31mred\\u202e", "text/html": "<p>\\u0085</p>",
+                    "application/json": {"k\\x1b": ["\\xff"]}}
+    assert metadata == {"title\\u2066": "x\\x07"}
+
+
 def test_displays_are_placed_and_observed() -> None:
     seen: list[Display] = []
     log = DisplayLog(max_displays=5, max_bytes=1000, on_display=seen.append)

@@ -385,3 +385,26 @@ def test_json_size_counts_escapes_without_encoding() -> None:
         expected = len(json.dumps(text, ensure_ascii=False, separators=(",", ":"))
                        .encode("utf-8", "surrogatepass"))
         assert json_size(text) == expected, text
+
+
+def test_output_log_escapes_each_entry_before_it_is_charged() -> None:
+    """What is charged, told live and kept is the escaped line; \\r\\n ends a line."""
+    seen: list[str] = []
+    escaped = ["\\x1b[1mred\\u202e", "crlf", "10%\\r100%"]
+    log = OutputLog(max_bytes=_size(escaped), on_entry=seen.append)
+    log.write("stdout", "\x1b[1mred\u202e\ncrlf\r\n10%\r100%")
+    assert log.finish() == tuple(escaped) == tuple(seen)
+    assert log.used_bytes == _size(escaped) and not log.over_limit
+
+
+def test_text_that_is_not_utf8_is_decoded_not_dropped() -> None:
+    """ipykernel sends a printed file name's undecodable bytes raw (surrogateescape): the
+    host decodes them the same way (the result escapes them) instead of dropping the
+    message."""
+    from dsh_jupyter.kernel.wire import WireCodec
+
+    codec = WireCodec(b"key")
+    _, frames = codec.encode("stream", {"name": "stdout", "text": "name \udcff\n"})
+    assert b"name \xff" in frames[-1]  # raw, as ipykernel's packer sends it
+    incoming = codec.decode(frames)
+    assert incoming is not None and incoming.content["text"] == "name \udcff\n"
