@@ -13,8 +13,9 @@ from typing import Any
 
 import pytest
 from kernel_support import Recorder, RuntimeFactory, gone, run
+from tree_support import build_deep
 
-from dsh_jupyter.kernel import KernelRuntime, proctree
+from dsh_jupyter.kernel import KernelRuntime, proctree, removal
 from dsh_jupyter.kernel.launch import KernelProcess
 
 pytestmark = [pytest.mark.kernel, pytest.mark.timeout(90)]
@@ -176,6 +177,29 @@ async def test_fork_server_cleans_up_after_a_vanished_host() -> None:
     stat = proctree.read_stat(pid)
     assert stat is None or stat.state == "Z"
     assert not directory.exists()
+
+
+async def test_fork_server_removes_what_a_program_left_after_a_vanished_host() -> None:
+    """A tree too deep for ``shutil.rmtree``, locked levels and a locked workspace: the
+    server alone (the host never removes anything here) leaves nothing on disk."""
+    from dsh_jupyter.kernel import KernelRuntimeConfig
+    from dsh_jupyter.kernel.forkserver import ForkLauncher
+    from dsh_jupyter.kernel.workspace import Workspace, create_runtime_directory
+
+    config = KernelRuntimeConfig()
+    directory = create_runtime_directory()
+    launcher = ForkLauncher(config, directory, config.confinement)
+    workspace = Workspace.create(directory)
+    try:
+        kernel = await launcher.start(workspace, workspace.environment(config))
+        assert kernel.root_pid is not None
+        await asyncio.to_thread(build_deep, str(workspace.cwd), 3_000, 500)
+        workspace.cwd.chmod(0o000)
+        await launcher.close()
+        assert not directory.exists()
+    finally:
+        await launcher.close()
+        removal.remove_tree(directory)  # if the test failed, not in the next one's way
 
 
 
