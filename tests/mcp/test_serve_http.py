@@ -5,6 +5,7 @@ progress in both protocol eras."""
 from __future__ import annotations
 
 import asyncio
+import tempfile
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -19,7 +20,9 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.types import ElicitResult, TextContent
 from mcp_support import eventually
-from serve_support import http_serve, served_facts
+from serve_support import HttpServe, http_serve, serve_env, served_facts
+
+from dsh_jupyter.kernel import removal
 
 pytestmark = pytest.mark.timeout(120)
 LIST = {"jsonrpc": "2.0", "id": 1, "method": "tools/list"}
@@ -102,3 +105,38 @@ async def test_elicitation_cancellation_and_progress_over_http(tmp_path: Path, e
                                    "signal http: cancelled by the MCP client"]
     assert program.structured_content == {"logs": [], "result": [1, 2]}
     assert [str(m).split(" (")[0] for m in seen] == ["add started", "add done"] * 2
+
+
+MESS = """\
+import os
+fd = os.open(".", os.O_RDONLY)
+for _ in range(3_000):
+    os.mkdir("d", dir_fd=fd)
+    below = os.open("d", os.O_RDONLY, dir_fd=fd)
+    os.close(fd)
+    fd = below
+os.mkdir("locked", 0o000, dir_fd=fd)
+os.close(fd)
+os.chmod(".", 0o555)
+return "left a mess"
+"""
+
+
+async def test_a_program_that_leaves_a_deep_locked_tree_does_not_fail_the_server(
+        tmp_path: Path) -> None:
+    """shutil.rmtree's RecursionError on a 3,000-deep tree used to escape the runtime's
+    exit: serve-mcp then exited 1 and left the workspace behind."""
+    temp = Path(tempfile.mkdtemp(prefix="dshmcp-"))  # short: kernels' socket paths live there
+    env = {**serve_env(tmp_path / "facts"), "TMPDIR": str(temp)}
+    server = HttpServe(tmp_path / "facts", "--http", "127.0.0.1:0", "--mode", "code", env=env)
+    try:
+        async with connected(server.url) as client:
+            program = await client.call_tool("run_code", {"description": "a mess",
+                                                          "code": MESS})
+        assert program.structured_content == {"logs": [], "result": "left a mess"}
+        assert server.stop() == 0, server.stderr
+        assert "Traceback" not in server.stderr
+        assert not list(temp.iterdir())  # noqa: ASYNC240  # a directory listing
+    finally:
+        server.stop()
+        removal.remove_tree(temp)
