@@ -21,6 +21,9 @@ whatever it left:
 - **no link is followed:** symlinks, FIFOs, sockets and devices are unlinked, never opened
   or chmod-ed; a directory is opened with ``O_NOFOLLOW``, so a symlink to a host
   directory is removed as a link and its target is untouched.
+- **one file system:** a directory on another device than the root (something an
+  unconfined program mounted there) is left alone and reported, as ``rm
+  --one-file-system`` would: removal never deletes files of another file system.
 
 Nothing is raised for what a program left: what could not be removed comes back as lines
 of text (the host logs them). Linux (``O_PATH`` and ``/proc/self/fd``); elsewhere a locked
@@ -66,6 +69,7 @@ class _Remover:
     def __init__(self, path: str) -> None:
         self.path = path.rstrip(os.sep)
         self.stack: list[_Level] = []
+        self.device: int | None = None
         self.problems: list[str] = []
         self.count = 0
 
@@ -164,22 +168,30 @@ class _Remover:
 
     def open_directory(self, parent: int, name: str) -> int | None:
         """``name`` in ``parent`` opened as a directory (made 0700 first if the program
-        made it unreadable); ``None`` if it is gone or cannot be opened (reported)."""
+        made it unreadable); ``None`` if it is gone, cannot be opened, or is on another
+        file system than the root (a mount: its files are not the program's to lose)."""
         try:
-            return os.open(name, _DIRECTORY_FLAGS, dir_fd=parent)
+            fd = os.open(name, _DIRECTORY_FLAGS, dir_fd=parent)
         except FileNotFoundError:
             return None
         except PermissionError:
-            pass
+            try:
+                _unlock(parent, name)
+                fd = os.open(name, _DIRECTORY_FLAGS, dir_fd=parent)
+            except OSError as error:
+                self.problem(name, error)
+                return None
         except OSError as error:
             self.problem(name, error)
             return None
-        try:
-            _unlock(parent, name)
-            return os.open(name, _DIRECTORY_FLAGS, dir_fd=parent)
-        except OSError as error:
-            self.problem(name, error)
+        device = os.fstat(fd).st_dev
+        if self.device is None:
+            self.device = device
+        elif device != self.device:
+            os.close(fd)
+            self.problem(name, "another file system is mounted here: left alone")
             return None
+        return fd
 
     def unlink(self, parent: int, name: str) -> None:
         try:

@@ -12,9 +12,17 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from tree_support import as_ordinary_user, build_deep, build_locked, describe, make_outside
+from tree_support import (
+    as_ordinary_user,
+    build_deep,
+    build_locked,
+    describe,
+    make_outside,
+    mount_tmpfs,
+)
 
 from dsh_jupyter.kernel import removal
+from dsh_jupyter.kernel.sandbox import confinement_problem
 from dsh_jupyter.kernel.workspace import remove_tree
 
 AS_ROOT_ONLY = pytest.mark.skipif(
@@ -122,6 +130,24 @@ def test_what_cannot_be_removed_is_logged_not_raised(tmp_path: Path) -> None:
     records = as_ordinary_user(tmp_path, remove)
     assert records == ["could not remove all of tree: tree/keep/file: Permission denied"]
     assert sorted(p.name for p in tree.iterdir()) == ["keep"]  # the rest went
+
+
+@pytest.mark.skipif(confinement_problem() is not None, reason="needs user namespaces")
+def test_a_file_system_mounted_in_the_tree_is_left_alone(tmp_path: Path) -> None:
+    """An unconfined program can mount something in its workspace (FUSE, or a tmpfs in a
+    namespace of its own): the remover never descends into another file system."""
+
+    def mount_and_remove() -> list[object]:
+        os.makedirs("tree/mnt")
+        os.mkdir("tree/other")
+        mount_tmpfs("tree/mnt")
+        Path("tree/mnt/file").write_text("not the program's")
+        left = removal.remove_tree("tree")
+        return [left, os.listdir("tree"), Path("tree/mnt/file").read_text()]
+
+    assert as_ordinary_user(tmp_path, mount_and_remove) == [
+        ["tree/mnt: another file system is mounted here: left alone"], ["mnt"],
+        "not the program's"]
 
 
 def test_the_fork_server_can_load_it_by_path(tmp_path: Path) -> None:

@@ -106,6 +106,24 @@ def describe(root: str) -> dict[str, Any]:
     return found
 
 
+def mount_tmpfs(target: str) -> None:
+    """Mount a tmpfs at ``target``, in a user and mount namespace of this (single-threaded,
+    forked) process's own: what an unconfined program can do in its workspace."""
+    import ctypes
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    uid, gid = os.getuid(), os.getgid()
+    libc.prctl(4, 1, 0, 0, 0)  # PR_SET_DUMPABLE, which setuid cleared: /proc/self is ours
+    if libc.unshare(0x10000000 | 0x00020000) != 0:  # CLONE_NEWUSER | CLONE_NEWNS
+        raise OSError(ctypes.get_errno(), "unshare")
+    for name, text in (("setgroups", "deny"), ("uid_map", f"{uid} {uid} 1"),
+                       ("gid_map", f"{gid} {gid} 1")):
+        with open(f"/proc/self/{name}", "w") as file:
+            file.write(text)
+    if libc.mount(b"tmpfs", target.encode(), b"tmpfs", 0, None) != 0:
+        raise OSError(ctypes.get_errno(), f"mount {target}")
+
+
 def as_ordinary_user(base: Path, work: Callable[[], Any], *, max_fds: int | None = None) -> Any:
     """``work()`` (returning JSON) in a forked child whose working directory is ``base``:
     as ``nobody`` when this process is root (``base`` is handed to nobody first), else as
