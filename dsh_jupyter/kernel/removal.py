@@ -9,12 +9,13 @@ whatever it left:
   raises ``RecursionError``, which its ``onerror`` never sees) and no path longer than one
   name (10,000 levels are far past ``PATH_MAX``): every call is relative to a directory
   descriptor (``openat``, ``unlinkat``).
-- **few descriptors:** it holds the current directory only (plus the root's parent and,
-  briefly, a listing's). It goes down by opening a child and up by opening ``..``, and
-  checks on the way up that ``..`` is the directory it came down from (device and inode
-  remembered per level); if it is not (the tree moved meanwhile), it stops and says so.
-  Memory is one small record per level of the current path plus the names of the
-  subdirectories still to visit there.
+- **few descriptors:** three at most, whatever the depth: the root's parent, the current
+  directory and, briefly, the next one (a child, ``..``, a listing). It goes down by
+  opening a child and up by opening ``..`` (never a symlink), and checks on the way up
+  that ``..`` is the directory it came down from (device and inode remembered per
+  level); if it is not (the tree moved meanwhile), it stops and says so. Memory is one
+  small record per level of the current path plus the names of the subdirectories still
+  to visit there.
 - **locks:** a directory the program made unreadable, read-only or 000 is made 0700 before
   it is listed or emptied (through an ``O_PATH`` descriptor, which needs no permission on
   the directory itself). Files need nothing: unlinking asks the parent only.
@@ -67,6 +68,7 @@ class _Level:
 
 class _Remover:
     def __init__(self, path: str) -> None:
+        self.given = path
         self.path = path.rstrip(os.sep)
         self.stack: list[_Level] = []
         self.device: int | None = None
@@ -76,7 +78,8 @@ class _Remover:
     def run(self) -> None:
         parent_path, name = os.path.split(self.path)
         if name in ("", ".", ".."):
-            self.problem("", f"not a removable path: {self.path!r}")
+            self.count += 1
+            self.problems.append(f"{self.given!r}: not a tree to remove")
             return
         try:
             parent = os.open(parent_path or ".", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)

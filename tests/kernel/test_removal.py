@@ -103,6 +103,8 @@ def test_symlink_and_missing_roots(tmp_path: Path) -> None:
     assert not link.is_symlink() and (target / "file").read_text() == "keep me"
     remove_tree(tmp_path / "missing")  # idempotent: nothing there is nothing to do
     remove_tree(link)
+    assert removal.remove_tree("/") == ["'/': not a tree to remove"]
+    assert removal.remove_tree(f"{tmp_path}/..") == [f"'{tmp_path}/..': not a tree to remove"]
 
 
 @AS_ROOT_ONLY
