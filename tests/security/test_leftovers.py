@@ -60,11 +60,12 @@ def workspaces(harness: Harness) -> list[Path]:
     return list(harness.root.glob("dsh-runtime-*/dsh-kernel-*"))
 
 
+@pytest.mark.parametrize("launcher", ["fork", "stock"])
 async def test_closing_the_runtime_removes_what_a_program_left(
         harness: Harness, host_files: dict[str, str], tmp_path: Path,
-        caplog: pytest.LogCaptureFixture) -> None:
+        caplog: pytest.LogCaptureFixture, launcher: str) -> None:
     kept = describe(str(tmp_path))
-    registry, log = await harness.registry(json_tool("echo", echo_body))
+    registry, log = await harness.registry(json_tool("echo", echo_body), launcher=launcher)
     result = await run_code(registry, mess(host_files))
     assert result.error is None, result.error
     assert returned_by(result) == LEFT
