@@ -1,8 +1,8 @@
 """The fork server: preloads IPython and ipykernel once, then forks one kernel per request.
 
 Run by the host as ``python -I _forkserver.py CONTROL_FD PROCTREE_PY INKERNEL_PY
-INKERNEL_MODULE INKERNEL_FILENAME CONFINE_PY RUNTIME_DIR NICE`` (standard library
-plus what it preloads; the host names the in-kernel module, see ``inject``). At fork time it
+INKERNEL_MODULE INKERNEL_FILENAME CONFINE_PY RUNTIME_DIR NICE REMOVAL_PY`` (standard
+library plus what it preloads; the host names the in-kernel module, see ``inject``). At fork time it
 has no threads, no zmq context and no event loop; each child becomes a kernel in
 its own process group (in the server's session, which runs ``NICE`` below the
 host: see :meth:`Server.lower_session`), a child subreaper (orphans stay in its
@@ -32,7 +32,8 @@ kill is immediate (SIGKILL to the kernel's process group); when the kernel is
 reaped, every other child of the server (processes that escaped the group with
 ``setsid`` and were re-parented here) is frozen and killed with its tree. EOF
 on the control socket means the host is gone: the server kills every kernel,
-removes the runtime's directory and exits.
+removes the runtime's directory (with ``removal``: whatever the programs left in it) and
+exits.
 """
 
 from __future__ import annotations
@@ -92,11 +93,12 @@ def _preload(inkernel_path: str, inkernel_module: str, inkernel_filename: str) -
 
 
 class Server:
-    def __init__(self, control: socket.socket, proctree: Any, confine: Any,
+    def __init__(self, control: socket.socket, proctree: Any, confine: Any, removal: Any,
                  runtime_dir: str, nice: int) -> None:
         self.control = control
         self.proctree = proctree
         self.confine = confine
+        self.removal = removal
         self.runtime_dir = runtime_dir
         self.nice = nice
         self.session_lowered = nice == 0
@@ -269,7 +271,9 @@ class Server:
 
     def shutdown(self) -> None:
         """The host is gone (or done): kill everything; a host that died without cleaning
-        up also left its runtime directory behind, so remove that."""
+        up also left its runtime directory behind, so remove that. What cannot be removed
+        goes unreported here (no one reads this process's output); a host that is still
+        there removes the directory again and logs it."""
         for pid in list(self.kernels):
             self.proctree.kill_tree(pid)
         with contextlib.suppress(ChildProcessError):
@@ -278,10 +282,8 @@ class Server:
                 # would otherwise outlive the server (and re-parent to init).
                 self.kill_orphans()
                 os.waitpid(-1, 0)
-        import shutil
-
         if os.path.basename(self.runtime_dir).startswith("dsh-runtime-"):
-            shutil.rmtree(self.runtime_dir, ignore_errors=True)
+            self.removal.remove_tree(self.runtime_dir)
 
 
 def _status(raw: int) -> int:
@@ -292,11 +294,12 @@ def main(argv: list[str]) -> None:
     control = socket.socket(fileno=int(argv[0]))
     proctree = _load("_dsh_jupyter_proctree", argv[1])
     confine = _load("_dsh_jupyter_confine", argv[5])
+    removal = _load("_dsh_jupyter_removal", argv[8])
     _preload(argv[2], argv[3], argv[4])
     _prctl(PR_SET_CHILD_SUBREAPER, 1)
     gc.collect()
     gc.freeze()  # keep preloaded objects out of collections: fewer pages copied per kernel
-    Server(control, proctree, confine, argv[6], int(argv[7])).serve()
+    Server(control, proctree, confine, removal, argv[6], int(argv[7])).serve()
 
 
 if __name__ == "__main__":

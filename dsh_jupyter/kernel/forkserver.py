@@ -60,7 +60,7 @@ class ForkServer:
             process = subprocess.Popen(  # noqa: ASYNC220  # fork+exec, returns at once
                 [sys.executable, "-I", str(SERVER_SCRIPT), str(server_end.fileno()),
                  str(_HERE / "proctree.py"), str(SOURCE_PATH), MODULE_NAME, SOURCE_FILENAME,
-                 str(CONFINE_SCRIPT), str(runtime_dir), str(nice)],
+                 str(CONFINE_SCRIPT), str(runtime_dir), str(nice), str(_HERE / "removal.py")],
                 pass_fds=[server_end.fileno()], env=env, cwd="/",
                 stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                 start_new_session=True,

@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import os
 import shutil
 import tempfile
@@ -45,7 +46,10 @@ from pathlib import Path
 from typing import Protocol
 
 from .._waiting import wait_uncancelled
+from . import removal
 from .config import KernelRuntimeConfig
+
+_log = logging.getLogger(__name__)
 
 SEED_HOME = "seed-home"
 """The directory of a runtime's directory whose files each workspace's HOME starts with."""
@@ -60,21 +64,14 @@ def create_runtime_directory() -> Path:
 
 
 def remove_tree(root: Path) -> None:
-    """Remove ``root`` even where a program made files read-only or directories
-    unreadable. Idempotent."""
-
-    def make_writable_and_retry(function: object, path: str, _error: object) -> None:
-        try:
-            os.chmod(os.path.dirname(path), 0o700)
-            if os.path.isdir(path) and not os.path.islink(path):
-                os.chmod(path, 0o700)
-                shutil.rmtree(path, ignore_errors=True)
-            else:
-                os.unlink(path)
-        except OSError:
-            pass
-
-    shutil.rmtree(root, onerror=make_writable_and_retry)
+    """Remove ``root`` whatever a program left in it (any depth, locked directories,
+    symlinks removed as links: see ``removal``). Never raises: what could not be removed
+    is logged as a warning, not raised or warned, because closing a runtime must not fail
+    on what a program did (and a warnings filter of "error" would make a warning raise).
+    Idempotent."""
+    left = removal.remove_tree(root)
+    if left:
+        _log.warning("could not remove all of %s: %s", root, "; ".join(left))
 
 
 @dataclass(frozen=True, slots=True)

@@ -12,15 +12,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from kernel_support import (
-    KERNEL_IDENTITY,
-    Recorder,
-    RuntimeFactory,
-    gone,
-    run,
-)
+from kernel_support import KERNEL_IDENTITY, Recorder, RuntimeFactory, gone, run
+from tree_support import build_deep
 
-from dsh_jupyter.kernel import KernelRuntime, proctree
+from dsh_jupyter.kernel import KernelRuntime, proctree, removal
 from dsh_jupyter.kernel.launch import KernelProcess
 
 pytestmark = [pytest.mark.kernel, pytest.mark.timeout(90)]
@@ -183,6 +178,31 @@ async def test_fork_server_cleans_up_after_a_vanished_host() -> None:
     stat = proctree.read_stat(pid)
     assert stat is None or stat.state == "Z"
     assert not directory.exists()
+
+
+async def test_fork_server_removes_what_a_program_left_after_a_vanished_host() -> None:
+    """A tree too deep for ``shutil.rmtree``, locked levels and a locked workspace: the
+    server alone (the host never removes anything here) leaves nothing on disk."""
+    from dsh_jupyter.kernel import KernelRuntimeConfig
+    from dsh_jupyter.kernel.forkserver import ForkLauncher
+    from dsh_jupyter.kernel.workspace import Workspace, create_runtime_directory
+
+    config = KernelRuntimeConfig()
+    directory = create_runtime_directory()
+    launcher = ForkLauncher(config, directory, config.confinement)
+    workspace = Workspace.create(directory, confined=config.confinement is not None)
+    try:
+        kernel = await launcher.start(workspace, workspace.environment(config))
+        assert kernel.root_pid is not None
+        # What an unconfined program could leave in its host directory.
+        left = workspace.root / "left"
+        await asyncio.to_thread(build_deep, str(left), 3_000, 500)
+        left.chmod(0o000)
+        await launcher.close()
+        assert not directory.exists()
+    finally:
+        await launcher.close()
+        removal.remove_tree(directory)  # if the test failed, not in the next one's way
 
 
 

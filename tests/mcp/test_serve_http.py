@@ -6,6 +6,7 @@ eras."""
 from __future__ import annotations
 
 import asyncio
+import tempfile
 import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -21,9 +22,10 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.types import ElicitResult, TextContent
 from mcp_support import eventually
-from serve_support import HttpServe, browser_posts, http_serve, served_facts
+from serve_support import HttpServe, browser_posts, http_serve, serve_env, served_facts
 
 from dsh_jupyter import ToolRegistry
+from dsh_jupyter.kernel import removal
 from dsh_jupyter.mcp import connect_mcp
 
 pytestmark = pytest.mark.timeout(120)
@@ -186,3 +188,38 @@ async def test_sigterm_with_a_listening_client_exits_at_once_and_quietly(tmp_pat
     assert "Traceback" not in server.stderr and "ERROR" not in server.stderr, server.stderr
     assert took < 3.0, f"serve-mcp took {took:.1f} s to stop"
     assert returncode == 0
+
+
+MESS = """\
+import os
+fd = os.open(".", os.O_RDONLY)
+for _ in range(3_000):
+    os.mkdir("d", dir_fd=fd)
+    below = os.open("d", os.O_RDONLY, dir_fd=fd)
+    os.close(fd)
+    fd = below
+os.mkdir("locked", 0o000, dir_fd=fd)
+os.close(fd)
+os.chmod(".", 0o555)
+return "left a mess"
+"""
+
+
+async def test_a_program_that_leaves_a_deep_locked_tree_does_not_fail_the_server(
+        tmp_path: Path) -> None:
+    """shutil.rmtree's RecursionError on a 3,000-deep tree used to escape the runtime's
+    exit: serve-mcp then exited 1 and left the workspace behind."""
+    temp = Path(tempfile.mkdtemp(prefix="dshmcp-"))  # short: kernels' socket paths live there
+    env = {**serve_env(tmp_path / "facts"), "TMPDIR": str(temp)}
+    server = HttpServe(tmp_path / "facts", "--http", "127.0.0.1:0", "--mode", "code", env=env)
+    try:
+        async with connected(server.url) as client:
+            program = await client.call_tool("run_code", {"description": "a mess",
+                                                          "code": MESS})
+        assert program.structured_content == {"logs": [], "result": "left a mess"}
+        assert server.stop() == 0, server.stderr
+        assert "Traceback" not in server.stderr
+        assert not list(temp.iterdir())  # noqa: ASYNC240  # a directory listing
+    finally:
+        server.stop()
+        removal.remove_tree(temp)

@@ -15,7 +15,6 @@ import asyncio
 import gc
 import json
 import os
-import shutil
 import sys
 import tempfile
 import threading
@@ -30,7 +29,7 @@ import zmq
 import zmq.utils.garbage as zmq_garbage
 
 from dsh_jupyter import AbortSignal, ToolCall, ToolRegistry, ToolResult, ToolRunContext, define_tool
-from dsh_jupyter.kernel import KernelRuntime, KernelRuntimeConfig, proctree
+from dsh_jupyter.kernel import KernelRuntime, KernelRuntimeConfig, proctree, removal
 from dsh_jupyter.kernel.carrier import SocketCarrier
 from dsh_jupyter.kernel.connection import KernelConnection
 from dsh_jupyter.registry import ToolDefinition
@@ -344,7 +343,7 @@ def temp_root() -> Iterator[Path]:
         yield root
     finally:
         tempfile.tempdir = saved
-        shutil.rmtree(root, ignore_errors=True)
+        removal.remove_tree(root)  # what a failed test left, whatever it is (not rmtree)
 
 
 # --- the harness ---------------------------------------------------------------------------
