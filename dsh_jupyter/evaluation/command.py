@@ -279,7 +279,8 @@ def run_notebook(papermill: Any, notebook: Path, parameters: Mapping[str, JsonVa
             str(notebook), str(directory / NOTEBOOK_NAME), parameters=dict(parameters),
             kernel_name=kernel_name, progress_bar=progress_bar, stdout_file=stdout,
             stderr_file=None if stdout is None else sys.stderr,
-            execution_timeout=cell_timeout, extra_arguments=list(KERNEL_ARGUMENTS))
+            execution_timeout=cell_timeout, extra_arguments=list(KERNEL_ARGUMENTS),
+            kernel_manager_class=_quiet_kernel_manager())
     except papermill.PapermillExecutionError as exc:
         error = f"cell {exc.exec_count} raised {exc.ename}: {exc.evalue}"
     except Exception as exc:  # a batch goes on: each failure is reported and fails the exit
@@ -291,6 +292,23 @@ def run_notebook(papermill: Any, notebook: Path, parameters: Mapping[str, JsonVa
         error = f"the notebook wrote no {SUMMARY_FILE}"
     return NotebookRun(label=label, parameters=parameters, directory=directory,
                        ok=error is None, error=error, summary=summary)
+
+
+def _quiet_kernel_manager() -> type:
+    """A kernel manager whose kernel writes nothing to the terminal. Its log is off
+    already (:data:`KERNEL_ARGUMENTS`), but libzmq, interrupted by the shutdown, sometimes
+    aborts the exiting kernel with a line of its own ("Assertion failed: pfd.revents &
+    POLLIN") on the stderr it inherited from us."""
+    import subprocess
+
+    from jupyter_client.manager import AsyncKernelManager
+
+    class QuietKernelManager(AsyncKernelManager):
+        async def start_kernel(self, **kwargs: Any) -> None:  # type: ignore[override]
+            kwargs["stderr"] = subprocess.DEVNULL
+            await super().start_kernel(**kwargs)
+
+    return QuietKernelManager
 
 
 def describe(run: NotebookRun) -> list[str]:
