@@ -26,8 +26,9 @@ plain bindings (``tools["tools.search"]({"query": "words"})``).
 
 Signatures: bindings that also implement :class:`SignatureBindings` say what argument
 dict each binding takes, so a program that calls one wrongly (``tools.add(1, 2)``) is told
-how to call it. A program calls a binding with one dict (or with keywords, which become
-the dict); anything else raises ``TypeError`` in the program and calls nothing.
+how to call it. A program calls such a binding with one dict (or with keywords, which
+become the dict); anything else raises ``TypeError`` in the program and calls nothing. A
+binding without a signature takes any one JSON value (``tools.double(21)``).
 
 Sessions: bindings that also implement :class:`SessionBindings` say which conversation
 their run belongs to. A *stateful* runtime (one whose ``stateful`` property is true; read

@@ -83,7 +83,7 @@ async def test_an_unknown_option_is_a_usage_error_not_an_exit(shell: Any) -> Non
     assert isinstance(result.error_in_exec, UsageError)  # not SystemExit
     assert str(result.error_in_exec) == (
         "%%run_code: unrecognized arguments: --bogus; usage: %%run_code [REGISTRY] "
-        "[--scope NAME] [--description TEXT] [--out VAR]")
+        "[--scope NAME] [--description TEXT] [--out VAR] [--skip REASON]")
 
 
 async def test_dsh_sdk_line_magic(shell: Any) -> None:

@@ -274,6 +274,8 @@ class Tool:
             return await self._bridge.call(self.name, kwargs)
         if len(args) == 1 and not kwargs and (args[0] is None or isinstance(args[0], dict)):
             return await self._bridge.call(self.name, {} if args[0] is None else args[0])
+        if len(args) == 1 and not kwargs and self._signature is None and not self._describe:
+            return await self._bridge.call(self.name, args[0])  # a plain binding: any JSON
         raise TypeError(self.usage())
 
     def usage(self) -> str:

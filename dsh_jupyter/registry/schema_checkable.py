@@ -30,6 +30,10 @@ from .schema_subset import _ANNOTATIONS, _CONSTRAINTS, schema_violations
 __all__ = ["checkable_schema"]
 
 
+MAX_DEPTH = 64
+"""Schemas nested deeper than this are left to the server (no tool's arguments are)."""
+
+
 class _Unchecked(Exception):
     """Nothing of this schema can be checked."""
 
@@ -45,18 +49,20 @@ def checkable_schema(schema: Mapping[str, Any]) -> JsonObject | None:
     if not schema_violations(schema):
         return cast(JsonObject, schema)
     try:
-        loosened, _changed = _loosen(schema)
-    except (_Unchecked, RecursionError):  # recursion: absurd nesting, left to the server
+        loosened, _changed = _loosen(schema, 0)
+    except _Unchecked:
         return None
     return loosened if not schema_violations(loosened) else None
 
 
-def _loosen(node: object) -> tuple[Any, bool]:
+def _loosen(node: object, depth: int) -> tuple[Any, bool]:
     """``node`` loosened, and whether it accepts more than before."""
+    if depth > MAX_DEPTH:
+        raise _Unchecked  # absurd nesting: bounded here, whatever the recursion limit
     if not isinstance(node, Mapping):
         return node, False  # not a schema: the subset check reports it
     if "anyOf" in node and set(node) - set(_ANNOTATIONS) == {"anyOf"}:
-        branches, loosened = _union(node["anyOf"], always_disjoint=True)
+        branches, loosened = _union(node["anyOf"], depth, always_disjoint=True)
         out = {key: value for key, value in node.items() if key != "anyOf"}
         out["oneOf"] = branches
         return out, loosened
@@ -69,21 +75,22 @@ def _loosen(node: object) -> tuple[Any, bool]:
         if key == "properties" and isinstance(value, Mapping):
             properties = {}
             for name, sub in value.items():
-                properties[name], more = _loosen(sub)
+                properties[name], more = _loosen(sub, depth + 1)
                 loosened = loosened or more
             out[key] = properties
         elif key == "items" and isinstance(value, Mapping):
-            out[key], more = _loosen(value)
+            out[key], more = _loosen(value, depth + 1)
             loosened = loosened or more
         elif key == "oneOf":
-            out[key], more = _union(value, always_disjoint=False)
+            out[key], more = _union(value, depth, always_disjoint=False)
             loosened = loosened or more
         else:
             out[key] = value
     return out, loosened
 
 
-def _union(branches: object, *, always_disjoint: bool) -> tuple[list[Any], bool]:
+def _union(branches: object, depth: int, *,
+           always_disjoint: bool) -> tuple[list[Any], bool]:
     """Loosened branches of a union that ``oneOf`` checks as before (or, for an ``anyOf``,
     as the union of its branches): they must be pairwise disjoint when the union comes
     from an ``anyOf`` or when a branch was loosened."""
@@ -92,7 +99,7 @@ def _union(branches: object, *, always_disjoint: bool) -> tuple[list[Any], bool]
     loosened = False
     out = []
     for branch in branches:
-        new, more = _loosen(branch)
+        new, more = _loosen(branch, depth + 1)
         out.append(new)
         loosened = loosened or more
     if (always_disjoint or loosened) and (
