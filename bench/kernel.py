@@ -15,12 +15,13 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
 
 import psutil  # type: ignore[import-untyped]
@@ -31,6 +32,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from dsh_jupyter.abort import AbortSignal
 from dsh_jupyter.json_value import JsonValue
 from dsh_jupyter.kernel import KernelRuntime, KernelRuntimeConfig, StatefulConfig
+from dsh_jupyter.kernel.caps import RuntimeCgroups
 from dsh_jupyter.kernel.connection import KernelConnection
 from dsh_jupyter.kernel.forkserver import ForkLauncher
 from dsh_jupyter.kernel.gateway_config import GatewayConfig
@@ -82,7 +84,7 @@ def modes() -> dict[str, SandboxConfig | None]:
 async def ready_time(launcher: KernelLauncher, config: KernelRuntimeConfig,
                      context: zmq.asyncio.Context, directory: Path) -> float:
     """Start -> kernel_info answered with iopub subscribed (the kernel can take a cell)."""
-    workspace = Workspace.create(directory)
+    workspace = Workspace.create(directory, confined=config.confinement is not None)
     try:
         started = time.perf_counter()
         process = await launcher.start(workspace, workspace.environment(config))
@@ -102,27 +104,82 @@ async def ready_time(launcher: KernelLauncher, config: KernelRuntimeConfig,
 async def cold_ready(samples: int) -> dict[str, list[float]]:
     """Each launcher confined and unconfined, sampled in alternation so that load on the
     machine falls on all of them alike."""
-    config = KernelRuntimeConfig()
     context = zmq.asyncio.Context()
     directory = create_runtime_directory()
-    launchers: dict[str, KernelLauncher] = {}
+    launchers: dict[str, tuple[KernelLauncher, KernelRuntimeConfig]] = {}
+    cgroups = RuntimeCgroups.open(None)
     for mode, sandbox in modes().items():
-        launchers[f"stock, {mode}"] = StockLauncher(config, context, sandbox)
-        fork = ForkLauncher(config, directory, sandbox)
+        config = KernelRuntimeConfig(sandbox=sandbox)
+        mine = cgroups if sandbox is not None else None
+        launchers[f"stock, {mode}"] = (StockLauncher(config, context, sandbox, mine), config)
+        fork = ForkLauncher(config, directory, sandbox, mine)
         await fork.server()
-        launchers[f"fork server, {mode}"] = fork
+        launchers[f"fork server, {mode}"] = (fork, config)
     times: dict[str, list[float]] = {name: [] for name in launchers}
     try:
         for sample in range(samples):
-            for name, launcher in launchers.items():
+            for name, (launcher, config) in launchers.items():
                 if name.startswith("stock") and sample % 3:
                     continue  # stock launches are slow: a third of the samples
                 times[name].append(await ready_time(launcher, config, context, directory))
     finally:
-        for launcher in launchers.values():
+        for launcher, _ in launchers.values():
             await launcher.close()
         context.destroy(linger=0)
         remove_tree(directory)
+        if cgroups is not None:
+            cgroups.remove()
+    return times
+
+
+@contextlib.contextmanager
+def walls(kept: int, launcher: ForkLauncher) -> Iterator[None]:
+    """Turn off the walls past the first ``kept`` of (syscall filter, Landlock, cgroups),
+    for measuring what each costs (the plan is built in this process)."""
+    from dsh_jupyter.kernel import plan
+
+    names = ((plan, "build_filter"), (plan, "landlock_abi"), (launcher, "_cgroups"))
+    saved = [getattr(owner, name) for owner, name in names]
+    off = (lambda: "off for the benchmark", lambda: 0, None)
+    for (owner, name), replacement in list(zip(names, off, strict=True))[kept:]:
+        setattr(owner, name, replacement)
+    try:
+        yield
+    finally:
+        for (owner, name), value in zip(names, saved, strict=True):
+            setattr(owner, name, value)
+
+
+WALLS = ("namespaces, masked /proc, nobody", "+ syscall filter", "+ Landlock",
+         "+ cgroups (every wall)")
+
+
+async def walls_cost(samples: int) -> dict[str, list[float]]:
+    """Cold confined fork starts with the walls added one by one, and unconfined, sampled
+    in alternation."""
+    context = zmq.asyncio.Context()
+    directory = create_runtime_directory()
+    confined = KernelRuntimeConfig()
+    unconfined = KernelRuntimeConfig(sandbox=None)
+    cgroups = RuntimeCgroups.open(None)
+    fork = ForkLauncher(confined, directory, confined.confinement, cgroups)
+    plain = ForkLauncher(unconfined, directory, None)
+    await fork.server()
+    await plain.server()
+    times: dict[str, list[float]] = {name: [] for name in (*WALLS, "unconfined")}
+    try:
+        for _ in range(samples):
+            for kept, name in enumerate(WALLS):
+                with walls(kept, fork):
+                    times[name].append(await ready_time(fork, confined, context, directory))
+            times["unconfined"].append(await ready_time(plain, unconfined, context, directory))
+    finally:
+        await fork.close()
+        await plain.close()
+        context.destroy(linger=0)
+        remove_tree(directory)
+        if cgroups is not None:
+            cgroups.remove()
     return times
 
 
@@ -313,6 +370,14 @@ async def main(quick: bool, gateway: bool = False) -> None:
                      / statistics.median(ready[f"{launcher}, unconfined"]))
             row(f"{launcher}: confined / unconfined", f"{ratio:8.2f} x",
                 "(goal for the fork server: <= 1.5 x)" if launcher == "fork server" else "")
+
+    if not problem:
+        print("What each wall costs: cold confined fork start, walls added one by one")
+        costs = await walls_cost(n)
+        floor = statistics.median(costs["unconfined"])
+        for name, times in costs.items():
+            row(name, ms(statistics.median(times)),
+                f"{statistics.median(times) / floor:5.2f} x unconfined")
 
     print("run_code end to end: trivial program, one tool call")
     program = "return await tools.echo({'x': 1})"

@@ -54,11 +54,13 @@ __all__ = ["Binding", "BindingError", "Bindings", "CodeRunFailure", "CodeRunResu
 
 FailureKind = Literal[
     "exception", "timeout", "abort", "kernel-exit", "invalid-output", "output-limit",
-    "call-limit", "session-limit",
+    "call-limit", "session-limit", "memory-limit", "process-limit", "workspace-limit",
+    "file-limit",
 ]
 FAILURE_KINDS: tuple[FailureKind, ...] = (
     "exception", "timeout", "abort", "kernel-exit", "invalid-output", "output-limit",
-    "call-limit", "session-limit",
+    "call-limit", "session-limit", "memory-limit", "process-limit", "workspace-limit",
+    "file-limit",
 )
 
 RunFact: TypeAlias = str | bool | int | float

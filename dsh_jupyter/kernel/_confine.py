@@ -14,10 +14,10 @@ interpreter. Its processes::
    mount, IPC, PID, UTS, cgroup and time namespace (and network, unless
    ``network``). One host uid and gid are mapped, to themselves: the kernel's
    (``uid``/``gid``). When the host runs as root those are an unprivileged pair
-   (``nobody``): a short-lived helper still in the host's namespaces writes the
-   map, because mapping another uid takes ``CAP_SETUID`` there, and host uid 0 is
-   never mapped, so nothing in the namespaces is root to the host's kernel (sysctls,
-   ``core_pattern``, files). Otherwise the caller maps its own ids.
+   (``nobody``): W's parent, still in the host's namespaces, writes the map
+   (:func:`map_child`), because mapping another uid takes ``CAP_SETUID`` there, and
+   host uid 0 is never mapped, so nothing in the namespaces is root to the host's
+   kernel (sysctls, ``core_pattern``, files). Otherwise W maps its own ids.
 2. W forks init. Init opens what the new root exposes while it still has the
    caller's file access (the system and interpreter paths, the inputs, the seed of
    HOME), switches to the kernel's ids, and builds a new root on a tmpfs: those
@@ -68,6 +68,7 @@ import fcntl
 import json
 import os
 import platform
+import select
 import signal
 import socket
 import struct
@@ -175,9 +176,10 @@ def _report(ready_fd: int, line: str) -> None:
             os.write(ready_fd, line.encode() + b"\n")
 
 
-def enter(plan: dict[str, Any]) -> None:
+def enter(plan: dict[str, Any], mapping: Pipes | None = None) -> None:
     """Confine the calling process's future as a kernel (see the module docstring).
-    Returns only in the confined kernel process."""
+    Returns only in the confined kernel process. ``mapping``: the pipes of
+    :func:`mapping_pipes`, when the parent maps the kernel's ids (:func:`map_child`)."""
     error_fd = os.open(plan["error_file"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC,
                        0o600)
     ready_fd = -1
@@ -186,18 +188,26 @@ def enter(plan: dict[str, Any]) -> None:
             # Non-blocking: a host that stopped reading must not hang the start.
             ready_fd = os.open(plan["ready_file"], os.O_WRONLY | os.O_NONBLOCK | os.O_CLOEXEC)
         _report(ready_fd, f"pid {os.getpid()}")
-        for directory in plan.get("cgroups", ()):
-            _write(os.path.join(directory, "cgroup.procs"), "0")
-        switch_ids = _unshare(plan)
+        switch_ids = _unshare(plan, mapping)
     except (OSError, ConfineError) as error:
         _fail(error_fd, error)
     # Interrupts go to the kernel's process group: the waiter and the init ignore them.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        # Opened now: once init pivots, W's root is the new one, without /sys.
+        procs = [os.open(os.path.join(directory, "cgroup.procs"), os.O_WRONLY | os.O_CLOEXEC)
+                 for directory in plan.get("cgroups", ())]
+    except OSError as error:
+        _fail(error_fd, error)
+    heard, tell = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    heard.setsockopt(socket.SOL_SOCKET, socket.SO_PASSCRED, 1)
     init = os.fork()
     if init:
-        if ready_fd >= 0:
-            os.close(ready_fd)
-        os._exit(_wait_for(init))
+        tell.close()
+        _settle(init, procs, heard, ready_fd, error_fd)
+    heard.close()
+    for fd in procs:
+        os.close(fd)
     try:
         _prctl(PR_SET_PDEATHSIG, signal.SIGKILL, "PR_SET_PDEATHSIG")
         exposed = _open_exposed(plan)
@@ -208,6 +218,9 @@ def enter(plan: dict[str, Any]) -> None:
         _name_host(plan.get("hostname") or "localhost")
         if not plan["network"]:
             _loopback_up()
+        # Here, not with the other namespaces: W, outside it, moves init and the kernel
+        # into their cgroups (which a writer inside a cgroup namespace may not reach).
+        _check(_libc.unshare(CLONE_NEWCGROUP), "unshare the cgroup namespace")
         _drop_privileges()
         if plan.get("landlock"):
             _restrict_files(plan)
@@ -215,19 +228,50 @@ def enter(plan: dict[str, Any]) -> None:
             _install_filter(base64.b64decode(plan["seccomp"]))
     except (OSError, ConfineError) as error:
         _fail(error_fd, error)
-    _report(ready_fd, "ready")
     if ready_fd >= 0:
         os.close(ready_fd)
     kernel = os.fork()
     if kernel:
         os.close(error_fd)
+        tell.close()
         os._exit(_wait_for(kernel))
     os.close(error_fd)
+    with contextlib.suppress(OSError):
+        tell.send(b"k")  # W learns the kernel's host PID from the message's credentials
+    tell.close()
     with contextlib.suppress(ConfineError):
         _prctl(PR_SET_PDEATHSIG, signal.SIGKILL, "PR_SET_PDEATHSIG")
     signal.signal(signal.SIGINT, signal.SIG_DFL)
     # ipykernel exits when its parent looks like init, which the kernel's parent is here.
     os.environ.pop("JPY_PARENT_PID", None)
+
+
+def _settle(init: int, procs: list[int], heard: socket.socket, ready_fd: int,
+            error_fd: int) -> NoReturn:
+    """W, once init has forked the kernel: move both into the kernel's cgroups while the
+    kernel starts (moving a process waits for an RCU grace period, 5-20 ms: off the
+    start's critical path this way; nothing the program runs exists yet), then report
+    ``ready`` (the root is built: the host may reach it) and wait. The kernel says it
+    exists on ``heard``; the kernel gives its PID as W's namespace numbers it."""
+    try:
+        said, ancillary, _, _ = heard.recvmsg(1, socket.CMSG_SPACE(12))
+        if said == b"k":  # else init failed (the pipe's end of file), and said why
+            kernel = next(struct.unpack("iII", data[:12])[0] for level, kind, data
+                          in ancillary
+                          if level == socket.SOL_SOCKET and kind == socket.SCM_CREDENTIALS)
+            for fd in procs:
+                for pid in (init, kernel):
+                    os.write(fd, str(pid).encode())
+            _report(ready_fd, "ready")
+    except (OSError, StopIteration) as error:
+        with contextlib.suppress(OSError):
+            os.kill(init, signal.SIGKILL)
+        _fail(error_fd, ConfineError(f"move the kernel into its cgroups: {error!r}"))
+    heard.close()
+    for fd in (*procs, ready_fd, error_fd):
+        if fd >= 0:
+            os.close(fd)
+    os._exit(_wait_for(init))
 
 
 def tidy_path() -> None:
@@ -241,33 +285,34 @@ def tidy_path() -> None:
 # --- step 1: namespaces and the id map ----------------------------------------------------
 
 
-def _unshare(plan: dict[str, Any]) -> bool:
+def _unshare(plan: dict[str, Any], mapping: Pipes | None) -> bool:
     """The namespaces and the id map; whether the caller must still take the kernel's ids
     (it was root: its own ids are not mapped)."""
     uid, gid = plan["uid"], plan["gid"]
     mapped_from_outside = (uid, gid) != (os.geteuid(), os.getegid())
+    if mapping is not None:
+        os.close(mapping[0])  # the parent's ends: an answer must come from the parent
+        os.close(mapping[3])
     if mapped_from_outside:
+        if mapping is None:
+            raise ConfineError(f"map uid {uid}: the kernel's ids are not the caller's, and no "
+                               "parent was asked to map them")
         os.setgroups([])  # root's supplementary groups would stay with the kernel
     flags = (CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWIPC | CLONE_NEWPID | CLONE_NEWUTS
-             | CLONE_NEWCGROUP | (0 if plan["network"] else CLONE_NEWNET))
-    helper, go = _map_helper(uid, gid) if mapped_from_outside else (0, -1)
-    try:
-        if _libc.unshare(flags | CLONE_NEWTIME) == 0:
-            flags |= CLONE_NEWTIME
-        else:  # a Linux older than 5.6 (or one built without time namespaces)
-            _check(_libc.unshare(flags), "unshare")
-    except ConfineError:
-        if helper:
-            os.close(go)
-            os.waitpid(helper, 0)
-        raise
-    if helper:
-        os.write(go, b"m")
-        os.close(go)
-        _, raw = os.waitpid(helper, 0)
-        if _status_code(raw) != 0:
+             | (0 if plan["network"] else CLONE_NEWNET))
+    if _libc.unshare(flags | CLONE_NEWTIME) == 0:
+        flags |= CLONE_NEWTIME
+    else:  # a Linux older than 5.6 (or one built without time namespaces)
+        _check(_libc.unshare(flags), "unshare")
+    if mapped_from_outside:
+        assert mapping is not None
+        ask, answer = mapping[1], mapping[2]
+        os.write(ask, b"m")
+        if os.read(answer, 1) != b"y":
             raise ConfineError(f"map uid {uid} and gid {gid} into the user namespace: the "
-                               "host's helper could not write the map")
+                               "parent could not write the map")
+        for fd in (ask, answer):
+            os.close(fd)
     else:
         _write("/proc/self/setgroups", "deny")
         _write("/proc/self/uid_map", f"{uid} {uid} 1")
@@ -277,26 +322,43 @@ def _unshare(plan: dict[str, Any]) -> bool:
     return mapped_from_outside
 
 
-def _map_helper(uid: int, gid: int) -> tuple[int, int]:
-    """Fork a helper that stays in the host's namespaces and, once the caller has
-    unshared its user namespace (one byte on the pipe), writes the caller's map: only a
-    process with ``CAP_SETUID`` in the parent namespace may map an id other than its own."""
-    wait_end, go = os.pipe()
-    helper = os.fork()
-    if helper == 0:
-        code = CONFINE_FAILED
-        try:
-            os.close(go)
-            if os.read(wait_end, 1) == b"m":
-                target = f"/proc/{os.getppid()}"
-                _write(f"{target}/setgroups", "deny")
-                _write(f"{target}/gid_map", f"{gid} {gid} 1")
-                _write(f"{target}/uid_map", f"{uid} {uid} 1")
-                code = 0
-        finally:
-            os._exit(code)
-    os.close(wait_end)
-    return helper, go
+Pipes = tuple[int, int, int, int]
+"""The pipes of a mapping (:func:`mapping_pipes`): the parent's read end and the child's
+write end of its request, the child's read end and the parent's write end of the answer."""
+
+
+def mapping_pipes(plan: dict[str, Any]) -> Pipes | None:
+    """Before forking the process that will call :func:`enter`: the pipes for its parent
+    to map the kernel's ids (only a process with ``CAP_SETUID`` in the parent namespace
+    may map an id other than its own, and the unshared child has none there), or ``None``
+    when the caller's own ids are the kernel's (an ordinary user's host)."""
+    if (plan["uid"], plan["gid"]) == (os.geteuid(), os.getegid()):
+        return None
+    request, ask = os.pipe()
+    answer, reply = os.pipe()
+    return request, ask, answer, reply
+
+
+def map_child(pid: int, plan: dict[str, Any], pipes: Pipes, seconds: float = 10.0) -> None:
+    """In the parent, right after the fork: once the child has unshared its user namespace
+    (it asks on the pipe), write its uid and gid map and answer. Returns at once if the
+    child died first; the child fails if no answer comes."""
+    request, ask, answer, reply = pipes
+    os.close(ask)
+    os.close(answer)
+    try:
+        readable, _, _ = select.select([request], [], [], seconds)
+        if readable and os.read(request, 1) == b"m":
+            target = f"/proc/{pid}"
+            _write(f"{target}/setgroups", "deny")
+            _write(f"{target}/gid_map", f"{plan['gid']} {plan['gid']} 1")
+            _write(f"{target}/uid_map", f"{plan['uid']} {plan['uid']} 1")
+            os.write(reply, b"y")
+    except OSError:
+        pass  # the child reads no answer and fails, saying so
+    finally:
+        os.close(request)
+        os.close(reply)
 
 
 def _offset_boot_time() -> None:
@@ -663,15 +725,18 @@ def probe() -> str | None:
         plan = {"uid": uid, "gid": gid, "network": False, "hostname": "dsh-probe",
                 "read_only": [sys.prefix], "view": view, "workspace_bytes": 1 << 20,
                 "workspace_files": 64, "error_file": os.path.join(root, "error")}
+        pipes = mapping_pipes(plan)
         child = os.fork()
         if child == 0:
             try:
-                enter(plan)
+                enter(plan, pipes)
                 # The kernel's view: PID 2 of its own namespace, no host file.
                 alone = os.getpid() == 2 and not os.path.exists(root + "/error")
                 os._exit(0 if alone else 1)
             finally:
                 os._exit(1)
+        if pipes is not None:
+            map_child(child, plan, pipes)
         status = _wait_for(child)
         if status == 0:
             return None

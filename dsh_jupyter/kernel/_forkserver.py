@@ -1,11 +1,13 @@
 """The fork server: preloads IPython and ipykernel once, then forks one kernel per request.
 
 Run by the host as ``python -I _forkserver.py CONTROL_FD PROCTREE_PY INKERNEL_PY
-INKERNEL_MODULE INKERNEL_FILENAME CONFINE_PY RUNTIME_DIR NICE REMOVAL_PY`` (standard
-library plus what it preloads; the host names the in-kernel module, see ``inject``). At fork time it
-has no threads, no zmq context and no event loop; each child becomes a kernel in
-its own process group (in the server's session, which runs ``NICE`` below the
-host: see :meth:`Server.lower_session`), a child subreaper (orphans stay in its
+INKERNEL_MODULE INKERNEL_FILENAME CONFINE_PY RUNTIME_DIR NICE REMOVAL_PY CGROUPS_JSON``
+(standard library plus what it preloads; the host names the in-kernel module, see
+``inject``; ``CGROUPS_JSON``: the runtime's cgroup directories, removed with the runtime's
+directory when the host is gone). At fork time it has no threads, no zmq context and
+no event loop; each child becomes a kernel in its own process group (in the server's
+session, which runs ``NICE`` below the host: see :meth:`Server.lower_session`), a child
+subreaper (orphans stay in its
 tree), dies with the
 server (``PR_SET_PDEATHSIG``), is confined when the request carries a plan (see
 ``_confine.py``: the child then waits outside while the kernel runs as PID 2 of
@@ -94,7 +96,8 @@ def _preload(inkernel_path: str, inkernel_module: str, inkernel_filename: str) -
 
 class Server:
     def __init__(self, control: socket.socket, proctree: Any, confine: Any, removal: Any,
-                 runtime_dir: str, nice: int) -> None:
+                 runtime_dir: str, nice: int, cgroups: list[str]) -> None:
+        self.cgroups = cgroups
         self.control = control
         self.proctree = proctree
         self.confine = confine
@@ -157,13 +160,17 @@ class Server:
             self.send({"id": request_id, "error": f"{type(error).__name__}: {error}"})
 
     def spawn(self, request: dict[str, Any]) -> int:
+        plan = request.get("confine")
+        mapping = self.confine.mapping_pipes(plan) if plan else None
         pid = os.fork()
         if pid == 0:
             try:
-                self.become_kernel(request)
+                self.become_kernel(request, mapping)
             finally:
                 os._exit(1)
         self.kernels.add(pid)
+        if mapping is not None:  # a root host: the child's map is ours to write (~1 ms)
+            self.confine.map_child(pid, plan, mapping)
         return pid
 
     def lower_session(self) -> None:
@@ -182,7 +189,7 @@ class Server:
             pass  # no autogroup scheduling here
         self.session_lowered = True
 
-    def become_kernel(self, request: dict[str, Any]) -> None:
+    def become_kernel(self, request: dict[str, Any], mapping: Any) -> None:
         signal.set_wakeup_fd(-1)
         for signum in (signal.SIGCHLD, signal.SIGINT, signal.SIGTERM):
             signal.signal(signum, signal.SIG_DFL)
@@ -197,7 +204,7 @@ class Server:
             os.dup2(null, fd)
         os.close(null)
         if request.get("confine"):
-            self.confine.enter(request["confine"])  # returns in the confined kernel only
+            self.confine.enter(request["confine"], mapping)  # returns in the kernel only
         else:
             _prctl(PR_SET_DUMPABLE, 0)  # other programs of this user cannot read its memory
         os.chdir(request["cwd"])
@@ -209,7 +216,8 @@ class Server:
 
         for name, value in request.get("limits", {}).items():
             which = {"as": resource.RLIMIT_AS, "nofile": resource.RLIMIT_NOFILE,
-                     "cpu": resource.RLIMIT_CPU}[name]
+                     "cpu": resource.RLIMIT_CPU, "data": resource.RLIMIT_DATA,
+                     "nproc": resource.RLIMIT_NPROC, "fsize": resource.RLIMIT_FSIZE}[name]
             # CPU: SIGXCPU at the limit, SIGKILL a second later if the program handles it.
             resource.setrlimit(which, (value, value + 1 if name == "cpu" else value))
         with contextlib.suppress(OSError):
@@ -284,6 +292,27 @@ class Server:
                 os.waitpid(-1, 0)
         if os.path.basename(self.runtime_dir).startswith("dsh-runtime-"):
             self.removal.remove_tree(self.runtime_dir)
+        for directory in self.cgroups:  # the runtime's, with its kernels' (all empty now)
+            if os.path.basename(directory).startswith("dsh-runtime-"):
+                with contextlib.suppress(OSError):
+                    for name in os.listdir(directory):
+                        _remove_cgroup(os.path.join(directory, name))
+                _remove_cgroup(directory)
+
+
+def _remove_cgroup(directory: str) -> None:
+    if not os.path.isdir(directory):
+        return
+    for _ in range(20):  # the last processes are being reaped
+        try:
+            os.rmdir(directory)
+            return
+        except FileNotFoundError:
+            return
+        except OSError:
+            import time
+
+            time.sleep(0.05)
 
 
 def _status(raw: int) -> int:
@@ -299,7 +328,8 @@ def main(argv: list[str]) -> None:
     _prctl(PR_SET_CHILD_SUBREAPER, 1)
     gc.collect()
     gc.freeze()  # keep preloaded objects out of collections: fewer pages copied per kernel
-    Server(control, proctree, confine, removal, argv[6], int(argv[7])).serve()
+    Server(control, proctree, confine, removal, argv[6], int(argv[7]),
+           json.loads(argv[9])).serve()
 
 
 if __name__ == "__main__":

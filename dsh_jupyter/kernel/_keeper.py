@@ -1,7 +1,8 @@
 """The keeper: a tiny parent for a stock-launched local kernel (standard library only).
 
-Run as ``python -I -S -c <this source> [--as BYTES] [--nofile N] [--cpu SECONDS]
-[--nice N] [--confine CONFINE_PY PLAN_JSON] -- KERNEL_ARGV...`` (``--confine``: the kernel
+Run as ``python -I -S -c <this source> [--as BYTES] [--data BYTES] [--nofile N]
+[--nproc N] [--fsize BYTES] [--cpu SECONDS] [--nice N] [--confine CONFINE_PY PLAN_JSON]
+-- KERNEL_ARGV...`` (``--confine``: the kernel
 runs in its own namespaces, see ``_confine.py``; the keeper stays outside).
 It makes itself a child *subreaper* (``PR_SET_CHILD_SUBREAPER``), so every
 orphan the kernel leaves behind (``start_new_session`` children, double forks)
@@ -124,21 +125,28 @@ def main(argv: list[str]) -> int:
             limits.append((resource.RLIMIT_NOFILE, value, value))
         elif option == "--cpu":  # SIGXCPU at the limit; SIGKILL a second later if handled
             limits.append((resource.RLIMIT_CPU, value, value + 1))
+        elif option == "--data":
+            limits.append((resource.RLIMIT_DATA, value, value))
+        elif option == "--nproc":
+            limits.append((resource.RLIMIT_NPROC, value, value))
+        elif option == "--fsize":
+            limits.append((resource.RLIMIT_FSIZE, value, value))
         elif option == "--nice":
             nice = value
     command = argv[1:]
     _prctl(PR_SET_CHILD_SUBREAPER, 1)
     _prctl(PR_SET_PDEATHSIG, signal.SIGKILL)  # a host killed outright takes its kernels along
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    module = _load_confine(confine[0]) if confine is not None else None
+    mapping = module.mapping_pipes(confine[1]) if module is not None and confine else None
     kernel = os.fork()
     if kernel == 0:
         try:
             _prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
             signal.signal(signal.SIGINT, signal.SIG_DFL)
-            if confine is not None:
+            if module is not None and confine is not None:
                 command = _connection_in_memory(command, confine[1])
-                module = _load_confine(confine[0])
-                module.enter(confine[1])  # returns in the confined kernel
+                module.enter(confine[1], mapping)  # returns in the confined kernel
                 module.tidy_path()
             for which, soft, hard in limits:
                 resource.setrlimit(which, (soft, hard))
@@ -149,6 +157,8 @@ def main(argv: list[str]) -> int:
             os.execvp(command[0], command)
         finally:
             os._exit(127)
+    if mapping is not None and module is not None and confine is not None:
+        module.map_child(kernel, confine[1], mapping)  # a root host: ours to write
     if nice:
         import threading
 

@@ -25,10 +25,12 @@ from pathlib import Path
 from typing import Any
 
 from ._inkernel import MODULE_NAME, SOURCE_FILENAME
+from .caps import RuntimeCgroups, new_caps
 from .config import KernelRuntimeConfig
 from .inject import SOURCE_PATH
 from .launch import KERNEL_ARGS, check_host_ipykernel, describe_status
-from .sandbox import CONFINE_SCRIPT, SandboxConfig, confinement_plan
+from .plan import confinement_plan
+from .sandbox import CONFINE_SCRIPT, SandboxConfig
 from .workspace import Workspace, scrubbed_environment
 
 _HERE = Path(__file__).parent
@@ -54,13 +56,14 @@ class ForkServer:
 
     @classmethod
     async def start(cls, env: dict[str, str], startup_seconds: float,
-                    runtime_dir: Path, nice: int) -> ForkServer:
+                    runtime_dir: Path, nice: int, cgroups: list[Path]) -> ForkServer:
         host_end, server_end = socket.socketpair()
         try:
             process = subprocess.Popen(  # noqa: ASYNC220  # fork+exec, returns at once
                 [sys.executable, "-I", str(SERVER_SCRIPT), str(server_end.fileno()),
                  str(_HERE / "proctree.py"), str(SOURCE_PATH), MODULE_NAME, SOURCE_FILENAME,
-                 str(CONFINE_SCRIPT), str(runtime_dir), str(nice), str(_HERE / "removal.py")],
+                 str(CONFINE_SCRIPT), str(runtime_dir), str(nice), str(_HERE / "removal.py"),
+                 json.dumps([str(path) for path in cgroups])],
                 pass_fds=[server_end.fileno()], env=env, cwd="/",
                 stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                 start_new_session=True,
@@ -227,11 +230,13 @@ class ForkLauncher:
     preloads_runtime = True
 
     def __init__(self, config: KernelRuntimeConfig, runtime_dir: Path,
-                 confinement: SandboxConfig | None) -> None:
+                 confinement: SandboxConfig | None,
+                 cgroups: RuntimeCgroups | None = None) -> None:
         check_host_ipykernel()
         self._config = config
         self._runtime_dir = runtime_dir
         self._confinement = confinement
+        self._cgroups = cgroups
         self._server: ForkServer | None = None
         self._lock = asyncio.Lock()
         self._limits: dict[str, int] = {}
@@ -251,7 +256,8 @@ class ForkLauncher:
                     self._server = None
                 self._server = await ForkServer.start(
                     scrubbed_environment(self._config), self._config.startup_seconds,
-                    self._runtime_dir, self._config.kernel_nice)
+                    self._runtime_dir, self._config.kernel_nice,
+                    self._cgroups.directories if self._cgroups is not None else [])
             return self._server
 
     @property
@@ -262,10 +268,15 @@ class ForkLauncher:
     async def start(self, workspace: Workspace, env: dict[str, str]) -> ForkKernel:
         server = await self.server()
         info = ipc_connection_info(workspace.kernel.root)
+        caps = workspace.caps = new_caps(self._config.confinement,
+                                         confined=self._confinement is not None,
+                                         cgroups=self._cgroups)
         plan = None if self._confinement is None else confinement_plan(
-            self._confinement, workspace, inputs=self._config.input_paths)
+            self._confinement, workspace, inputs=self._config.input_paths,
+            cgroups=caps.cgroups if caps is not None else ())
+        limits = {**self._limits, **(caps.rlimits if caps is not None else {})}
         reply = await server.request(
-            "spawn", connection=info, cwd=workspace.kernel.cwd, env=env, limits=self._limits,
+            "spawn", connection=info, cwd=workspace.kernel.cwd, env=env, limits=limits,
             argv=list(KERNEL_ARGS), confine=plan,
         )
         kernel = ForkKernel(server, int(reply["pid"]), info)

@@ -46,16 +46,24 @@ from ..abort import AbortController, AbortSignal
 from ..errors import CodeModeError
 from ..runtime import Bindings, CodeRunFailure, CodeRunResult, RunFact, binding_session
 from . import fontcache
+from .caps import RuntimeCgroups
 from .config import KernelRuntimeConfig
 from .files import OutputCollector
 from .forkserver import ForkLauncher, fork_supported
 from .launch import KernelLauncher
 from .logs import OutputBudget
 from .pool import KernelPool
-from .sandbox import SandboxConfig, UnconfinedWarning, confinement_problem, unconfined_message
+from .sandbox import (
+    MissingWallWarning,
+    SandboxConfig,
+    UnconfinedWarning,
+    confinement_problem,
+    unconfined_message,
+)
 from .session import KernelSession, KernelStartError
 from .stateful import SessionInfo, StatefulSessions
 from .stock import StockLauncher
+from .walls import missing_walls, missing_walls_message
 from .workspace import SEED_HOME, create_runtime_directory, remove_tree
 
 DISPOSED = "runtime disposed"
@@ -78,6 +86,7 @@ class KernelRuntime:
         self._directory: Path | None = None
         self._output_budget = OutputBudget(self.config.max_buffered_output_bytes)
         self._confinement: SandboxConfig | None = None
+        self._cgroups: RuntimeCgroups | None = None
         self._state = "new"
         self._sessions = None if self.config.stateful is None else StatefulSessions(
             self.config.stateful, obtain=self._obtain, facts=self._facts,
@@ -136,15 +145,20 @@ class KernelRuntime:
         try:
             self._confinement = await _confinement(self.config)
             self._directory = await asyncio.to_thread(create_runtime_directory)
+            if self._confinement is not None:  # confined kernels' cgroups go in these
+                self._cgroups = await asyncio.to_thread(
+                    RuntimeCgroups.open, self._confinement.cgroup_parent)
             if self.config.gateway is None:  # a remote kernel's HOME is the gateway's
                 await self._seed_fonts(self._directory / SEED_HOME)
             if self.config.gateway is not None:
                 self._launcher, self._launcher_name = _gateway_launcher(self.config), "gateway"
             elif self.config.uses_fork and fork_supported():
-                self._launcher = ForkLauncher(self.config, self._directory, self._confinement)
+                self._launcher = ForkLauncher(self.config, self._directory, self._confinement,
+                                              self._cgroups)
                 self._launcher_name = "fork"
             else:
-                self._launcher = StockLauncher(self.config, self._context, self._confinement)
+                self._launcher = StockLauncher(self.config, self._context, self._confinement,
+                                               self._cgroups)
                 self._launcher_name = "stock"
             if self.config.pool_size:
                 self._pool = KernelPool(self.config.pool_size, self._open_session)
@@ -327,6 +341,8 @@ class KernelRuntime:
                 self._context.destroy(linger=0)
         if self._directory is not None:
             await asyncio.to_thread(remove_tree, self._directory)
+        if self._cgroups is not None:
+            await asyncio.to_thread(self._cgroups.remove)
         self._state = "closed"
 
 
@@ -336,7 +352,9 @@ _STATE_WORDS = {"new": "not started (use async with)", "closing": "being dispose
 
 async def _confinement(config: KernelRuntimeConfig) -> SandboxConfig | None:
     """The sandbox kernels will get: ``config.confinement`` where this machine can confine
-    kernels; otherwise ``None`` with a warning, or an error when it is required."""
+    kernels; otherwise ``None`` with a warning, or an error when it is required. A wall
+    the machine lacks behind the namespaces (seccomp, Landlock, cgroups) is a warning too,
+    and an error when the sandbox is required."""
     wanted = config.confinement
     if wanted is None:
         return None
@@ -344,6 +362,11 @@ async def _confinement(config: KernelRuntimeConfig) -> SandboxConfig | None:
     if problem is None and config.provisioner not in (None, "local-provisioner"):
         problem = f"kernels of the provisioner {config.provisioner!r} may not run locally"
     if problem is None:
+        missing = await asyncio.to_thread(missing_walls, wanted)
+        if missing and wanted.required:
+            raise CodeModeError(missing_walls_message(missing, required=True))
+        if missing:
+            warnings.warn(missing_walls_message(missing), MissingWallWarning, stacklevel=3)
         return wanted
     if wanted.required:
         raise CodeModeError(f"sandbox='required', but kernels cannot be confined here: "

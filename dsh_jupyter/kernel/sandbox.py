@@ -30,31 +30,23 @@ from __future__ import annotations
 
 import functools
 import os
-import shutil
 import subprocess
 import sys
-from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Literal
 
 from ..errors import DshWarning
-from .files import INPUTS_DIR, input_mounts
-from .seccomp import build_filter
-
-if TYPE_CHECKING:
-    from .workspace import Workspace
 
 CONFINE_SCRIPT = Path(__file__).parent / "_confine.py"
-SYSTEM_PATHS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc")
-"""Host paths a confined kernel sees read-only (those that exist)."""
 
 SandboxSetting = Literal["auto", "required"]
 UNPRIVILEGED_IDS = (65534, 65534)
 """The uid and gid (``nobody``, ``nogroup``) of confined kernels when the host runs as root."""
 KERNEL_HOSTNAME = "dsh-kernel"
 """The host name a confined kernel sees (its own UTS namespace)."""
-GiB = 1024 * 1024 * 1024
+MiB = 1024 * 1024
+GiB = 1024 * MiB
 
 UNCONFINED_EXPOSURE = (
     "a program can read and write every file this user can (other runs' workspaces "
@@ -65,6 +57,12 @@ UNCONFINED_EXPOSURE = (
 
 class UnconfinedWarning(DshWarning):
     """Kernels run without confinement (once per runtime; the message says why)."""
+
+
+class MissingWallWarning(UnconfinedWarning):
+    """Kernels are confined, but this machine lacks one of the walls behind the namespaces
+    (a syscall filter, Landlock, cgroups): once per runtime, naming each and what takes
+    its place."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -81,6 +79,17 @@ class SandboxConfig:
     - ``workspace_bytes`` / ``workspace_files``: the size of the kernel's
       ``/workspace`` (a tmpfs: HOME, ``/tmp``, the working directory) and how many
       files it may hold.
+    - ``memory_bytes``: what the kernel's processes may hold together (a memory cgroup
+      where one can be made, else per process) and each process's ``RLIMIT_DATA``;
+      ``None``: no memory cap.
+    - ``max_processes``: processes and threads the kernel may run at once (a pids
+      cgroup, or ``RLIMIT_NPROC`` on a root host); ``None``: no cap.
+    - ``cgroup_parent``: a cgroup v2 directory delegated to this user (with ``memory``
+      and ``pids`` in its ``cgroup.subtree_control``) to make kernel cgroups in; found
+      by itself when the host is root (see ``caps``).
+
+    Running into a cap fails the run with its own kind (``memory-limit``,
+    ``process-limit``, ``workspace-limit``, ``file-limit``).
     """
 
     required: bool = False
@@ -89,6 +98,9 @@ class SandboxConfig:
     cpu_seconds: int | None = None
     workspace_bytes: int = 1 * GiB
     workspace_files: int = 100_000
+    memory_bytes: int | None = 2 * GiB
+    max_processes: int | None = 256
+    cgroup_parent: str | None = None
 
     def __post_init__(self) -> None:
         for name in ("required", "network"):
@@ -103,10 +115,19 @@ class SandboxConfig:
         if seconds is not None and (isinstance(seconds, bool) or not isinstance(seconds, int)
                                     or seconds < 1):
             raise ValueError(f"cpu_seconds must be an int >= 1 or None, not {seconds!r}")
-        for name, minimum in (("workspace_bytes", 1024 * 1024), ("workspace_files", 64)):
+        for name, minimum, optional in (("workspace_bytes", MiB, False),
+                                        ("workspace_files", 64, False),
+                                        ("memory_bytes", 256 * MiB, True),
+                                        ("max_processes", 32, True)):
             value = getattr(self, name)
+            if value is None and optional:
+                continue
             if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-                raise ValueError(f"{name} must be an int >= {minimum}, not {value!r}")
+                raise ValueError(f"{name} must be an int >= {minimum}"
+                                 f"{' or None' if optional else ''}, not {value!r}")
+        parent = self.cgroup_parent
+        if parent is not None and (not isinstance(parent, str) or not parent.startswith("/")):
+            raise ValueError(f"cgroup_parent must be an absolute path or None, not {parent!r}")
 
 
 def resolve_sandbox(value: object) -> SandboxConfig | None:
@@ -145,59 +166,12 @@ def unconfined_message(problem: str) -> str:
             "warning (see docs/security.md).")
 
 
-def interpreter_paths(executable: str | None = None) -> tuple[str, ...]:
-    """The installation a kernel's interpreter needs (prefixes and their real paths)."""
-    found: list[str] = []
-    if executable is not None and not os.path.isabs(executable):
-        executable = shutil.which(executable) or executable
-    if executable is None:
-        found += [sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix]
-        executable = sys.executable
-    for path in (executable, os.path.realpath(executable)):
-        found.append(os.path.dirname(os.path.dirname(os.path.abspath(path))))
-    return tuple(dict.fromkeys(os.path.normpath(p) for p in found if p and p != "/"))
-
-
 def kernel_ids() -> tuple[int, int]:
     """The host uid and gid a confined kernel runs as: the host's own, or, when the host
     runs as root, :data:`UNPRIVILEGED_IDS` (host root is never mapped into a kernel)."""
     if os.geteuid() == 0:
         return UNPRIVILEGED_IDS
     return os.getuid(), os.getgid()
-
-
-def confinement_plan(sandbox: SandboxConfig, workspace: Workspace, *,
-                     command: Sequence[str] = (),
-                     inputs: Mapping[str, Path] | None = None) -> dict[str, Any]:
-    """The plan ``_confine.enter`` carries out for one kernel (plain JSON). ``command``: a
-    stock launch's kernel command; its interpreter and the files it names (a kernelspec's
-    script, say) are readable too, and its connection file reaches the kernel through
-    the keeper. Without it, the host's own interpreter. ``inputs`` are bound read-only
-    under the kernel's ``work/inputs`` (see ``files``)."""
-    host_dir = str(workspace.root)
-    named = [arg for arg in command[1:] if os.path.isabs(arg) and os.path.isfile(arg)
-             and not arg.startswith(host_dir)]
-    static = _readable(sandbox, command[0] if command else None)
-    paths = workspace.kernel
-    uid, gid = kernel_ids()
-    seed = workspace.seed_home
-    plan: dict[str, Any] = {
-        "uid": uid, "gid": gid, "network": sandbox.network, "hostname": KERNEL_HOSTNAME,
-        "read_only": _outermost((*static, *named)) if named else list(static),
-        "view": {"root": paths.root, "home": paths.home, "ipython_dir": paths.ipython_dir,
-                 "tmp": paths.tmp, "cwd": paths.cwd, "outputs": paths.outputs},
-        "workspace_bytes": sandbox.workspace_bytes, "workspace_files": sandbox.workspace_files,
-        "seed_home": str(seed) if seed.is_dir() else None,
-        "inputs_dir": f"{paths.cwd}/{INPUTS_DIR}" if inputs else None,
-        "inputs": input_mounts(Path(paths.cwd), inputs) if inputs else [],
-        "error_file": str(workspace.confine_log), "ready_file": str(workspace.ready_file),
-    }
-    if command:
-        plan["connection_file"] = str(workspace.connection_file)
-    built = build_filter()
-    plan["seccomp"] = None if isinstance(built, str) else built.encoded
-    plan["landlock"] = landlock_abi() > 0
-    return plan
 
 
 @functools.cache
@@ -210,20 +184,3 @@ def landlock_abi() -> int:
     libc = ctypes.CDLL(None, use_errno=True)
     # landlock_create_ruleset(NULL, 0, LANDLOCK_CREATE_RULESET_VERSION): 444 everywhere.
     return max(0, int(libc.syscall(444, None, ctypes.c_size_t(0), ctypes.c_uint32(1))))
-
-
-@functools.lru_cache(maxsize=16)
-def _readable(sandbox: SandboxConfig, executable: str | None) -> tuple[str, ...]:
-    """The read-only paths a kernel needs that do not change from one kernel to the next
-    (looked up once: the file system work stays off the start of every kernel)."""
-    paths = (*SYSTEM_PATHS, *interpreter_paths(executable), *sandbox.read_only_paths)
-    return tuple(_outermost(p for p in paths if os.path.lexists(p)))
-
-
-def _outermost(paths: Iterable[str]) -> list[str]:
-    """Paths without those inside another one (a read-only bind cannot hold a new one)."""
-    kept: list[str] = []
-    for path in sorted(set(paths), key=len):
-        if not any(path == k or path.startswith(k.rstrip("/") + "/") for k in kept):
-            kept.append(path)
-    return kept

@@ -166,10 +166,15 @@ class KernelSession:
         self.reusable = False
         assert self.comm_id is not None
         watch = RunWatch(self, program, bindings, budget, keep=keep, compute=compute)
+        caps = self.workspace.caps
+        before = caps.counters() if caps is not None else (0, 0)
         try:
-            return await watch.run(signals)
+            result = await watch.run(signals)
         finally:
             self.reusable = watch.kept and not self._closed
+        if caps is None or result.failure is None:
+            return result
+        return caps.explain(result, before, self.workspace.usage())
 
     async def close(self) -> None:
         """Kill the kernel, close sockets, wait until its process tree is reaped, remove the

@@ -27,9 +27,11 @@ from jupyter_client.provisioning.local_provisioner import LocalProvisioner
 
 from ..errors import CodeModeError
 from . import proctree
+from .caps import RuntimeCgroups, new_caps
 from .config import KernelRuntimeConfig
 from .launch import KERNEL_ARGS, check_host_ipykernel, describe_status
-from .sandbox import CONFINE_SCRIPT, SandboxConfig, confinement_plan
+from .plan import confinement_plan
+from .sandbox import CONFINE_SCRIPT, SandboxConfig
 from .workspace import Workspace
 
 DEFAULT_KERNEL_NAME = "dsh-jupyter-python"
@@ -136,12 +138,16 @@ class _KeptKernelManager(AsyncKernelManager):
         if isinstance(self.provisioner, LocalProvisioner):
             keeper = (Path(__file__).parent / "_keeper.py").read_text(encoding="utf-8")
             confine: list[str] = []
+            caps = self.workspace.caps if self.workspace is not None else None
             if self.confinement is not None and self.workspace is not None:
                 plan = confinement_plan(self.confinement, self.workspace, command=command,
-                                        inputs=self.inputs)
+                                        inputs=self.inputs,
+                                        cgroups=caps.cgroups if caps is not None else ())
                 confine = ["--confine", str(CONFINE_SCRIPT), json.dumps(plan)]
-            return [sys.executable, "-I", "-S", "-c", keeper, *self.keeper_args, *confine,
-                    "--", *command]
+            limits = [word for name, value in (caps.rlimits if caps is not None else {}).items()
+                      for word in (f"--{name}", str(value))]
+            return [sys.executable, "-I", "-S", "-c", keeper, *self.keeper_args, *limits,
+                    *confine, "--", *command]
         if self.confinement is not None:
             raise CodeModeError(
                 f"kernels of the provisioner {type(self.provisioner).__name__} are not local, "
@@ -225,10 +231,12 @@ class StockLauncher:
     preloads_runtime = False
 
     def __init__(self, config: KernelRuntimeConfig, context: zmq.asyncio.Context,
-                 confinement: SandboxConfig | None) -> None:
+                 confinement: SandboxConfig | None,
+                 cgroups: RuntimeCgroups | None = None) -> None:
         self._config = config
         self._context = context
         self._confinement = confinement
+        self._cgroups = cgroups
         self._specs = _SpecManager(provisioner=config.provisioner,
                                    provisioner_config=config.provisioner_config)
         if config.kernel_name is None:
@@ -264,6 +272,8 @@ class StockLauncher:
         )
         manager.keeper_args = self._keeper_args
         manager.confinement = self._confinement
+        workspace.caps = new_caps(self._config.confinement,
+                                  confined=self._confinement is not None, cgroups=self._cgroups)
         manager.workspace = workspace
         manager.inputs = self._config.input_paths
         # A confined kernel's working directory exists only inside its namespaces: the

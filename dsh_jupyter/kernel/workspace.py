@@ -43,11 +43,15 @@ import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from .._waiting import wait_uncancelled
 from . import removal
 from .config import KernelRuntimeConfig
+from .sandbox import kernel_ids
+
+if TYPE_CHECKING:
+    from .caps import KernelCaps
 
 _log = logging.getLogger(__name__)
 
@@ -111,6 +115,8 @@ class Workspace:
         self.ready_file = root / "ready"
         self.seed_home = root.parent / SEED_HOME
         self._files: int | None = None
+        self.caps: KernelCaps | None = None
+        """The kernel's resource caps (set by the launcher; removed with the workspace)."""
         self.confiner_pid: int | None = None
         """The host PID of the process that confined the kernel (its root is the kernel's)."""
         self._ready: tuple[int, int] | None = None
@@ -190,8 +196,6 @@ class Workspace:
         is root): what the host makes in the kernel's root must be theirs."""
         if not self.confined or os.geteuid() != 0:
             return None
-        from .sandbox import kernel_ids
-
         return kernel_ids()
 
     def host_path(self, kernel_path: str) -> str:
@@ -232,7 +236,19 @@ class Workspace:
         if self._files is not None:
             os.close(self._files)
             self._files = None
+        if self.caps is not None:
+            self.caps.remove()
         remove_tree(self.root)
+
+    def usage(self) -> os.statvfs_result | None:
+        """How full a confined kernel's ``/workspace`` is (``None`` unconfined: its files
+        are on the host's disk)."""
+        if not self.confined or self._files is None:
+            return None
+        try:
+            return os.statvfs(f"/proc/self/fd/{self._files}")
+        except OSError:
+            return None
 
 
 def _copy_seed(seed: Path, home: Path) -> None:

@@ -164,20 +164,27 @@ async def test_kernel_that_never_answers(make_runtime: RuntimeFactory, tmp_path:
 
 async def test_fork_server_cleans_up_after_a_vanished_host() -> None:
     from dsh_jupyter.kernel import KernelRuntimeConfig
+    from dsh_jupyter.kernel.caps import RuntimeCgroups
     from dsh_jupyter.kernel.forkserver import ForkLauncher
     from dsh_jupyter.kernel.workspace import Workspace, create_runtime_directory
 
     config = KernelRuntimeConfig()
     directory = create_runtime_directory()
-    launcher = ForkLauncher(config, directory, config.confinement)
+    cgroups = RuntimeCgroups.open(None) if config.confinement is not None else None
+    launcher = ForkLauncher(config, directory, config.confinement, cgroups)
     workspace = Workspace.create(directory, confined=config.confinement is not None)
     kernel = await launcher.start(workspace, workspace.environment(config))
     pid = kernel.root_pid
     assert pid is not None
+    if cgroups is not None:  # the kernel's cgroups, in the runtime's
+        assert workspace.caps is not None and workspace.caps.cgroups
+        assert all(path.parent in cgroups.directories for path in workspace.caps.cgroups)
     await launcher.close()  # what the server sees when the host dies: EOF on its socket
     stat = proctree.read_stat(pid)
     assert stat is None or stat.state == "Z"
     assert not directory.exists()
+    if cgroups is not None:  # the server removed the runtime's cgroups too
+        assert not any(path.exists() for path in cgroups.directories)
 
 
 async def test_fork_server_removes_what_a_program_left_after_a_vanished_host() -> None:
@@ -196,6 +203,7 @@ async def test_fork_server_removes_what_a_program_left_after_a_vanished_host() -
         assert kernel.root_pid is not None
         # What an unconfined program could leave in its host directory.
         left = workspace.root / "left"
+        left.mkdir()
         await asyncio.to_thread(build_deep, str(left), 3_000, 500)
         left.chmod(0o000)
         await launcher.close()

@@ -23,7 +23,9 @@ LEAVE_A_MESS = """\
 import os
 os.mkdir("deep")
 build_deep("deep", 3_000, 250)
-outside = os.path.join(os.environ["TMPDIR"], "outside")
+# Next to the working directory: a hard link cannot cross into it from another mount
+# (a confined kernel's /tmp is a mount of its own).
+outside = os.path.join(os.path.dirname(os.getcwd()), "outside")
 make_outside(outside)
 build_locked("locked", outside)
 os.symlink({host_file!r}, "link-to-host-file")
