@@ -446,10 +446,13 @@ def _build_root(plan: dict[str, Any], exposed: _Exposed) -> None:
             os.symlink(text, target)
     os.mkdir("/dev")
     _mount("tmpfs", "/dev", "tmpfs", MS_NOSUID | MS_NOEXEC, "mode=0755,size=64k")
+    # The workspace (and /tmp) first: an installation may live below /tmp (a CI venv in
+    # mktemp -d), and its mount point then lands in the kernel's own temp.
+    _make_workspace(plan, exposed)
     for fd, target, read_only in exposed.binds:
         _bind(_fd_path(fd), target, read_only=read_only, is_dir=_is_dir(fd))
     _finish_dev()
-    _make_workspace(plan, exposed)
+    _bind_inputs(plan, exposed)
     os.makedirs("/proc", exist_ok=True)
     _mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
     _mask_proc()
@@ -470,7 +473,7 @@ def _is_dir(fd: int) -> bool:
 def _make_workspace(plan: dict[str, Any], exposed: _Exposed) -> None:
     """``/workspace``: a tmpfs of the kernel's own, capped in bytes and files; HOME (with
     the seed's files), the temp directory (also ``/tmp``), the working directory with
-    ``outputs/`` and the inputs, bound read-only."""
+    ``outputs/``."""
     view = plan["view"]
     root = view["root"]
     os.makedirs(root)
@@ -482,6 +485,10 @@ def _make_workspace(plan: dict[str, Any], exposed: _Exposed) -> None:
     for fd, relative in exposed.seed:
         _copy_seed(fd, os.path.join(view["home"], relative))
     _bind(view["tmp"], "/tmp", read_only=False, is_dir=True)
+
+
+def _bind_inputs(plan: dict[str, Any], exposed: _Exposed) -> None:
+    """The inputs, read-only under the working directory's ``inputs/``."""
     inputs_dir = plan.get("inputs_dir")
     if inputs_dir:
         os.makedirs(inputs_dir, mode=0o700, exist_ok=True)

@@ -24,6 +24,7 @@ from reliability_support import Harness, echo_body, json_tool, run_code
 from dsh_jupyter.kernel.sandbox import (
     KERNEL_HOSTNAME,
     UNPRIVILEGED_IDS,
+    SandboxConfig,
     confinement_problem,
     landlock_abi,
 )
@@ -301,4 +302,25 @@ async def test_neutral_paths(harness: Harness, launcher: str) -> None:
     home = os.environ.get("HOME", "/nonexistent")
     assert not [entry for entry in seen["env"]["PATH"].split(":")
                 if entry.startswith(home + "/") and ".venv" not in entry], seen["env"]
+    assert not await harness.finish()
+
+
+@LAUNCHERS
+async def test_a_read_only_path_below_tmp_is_seen_in_the_kernels_own_tmp(
+        harness: Harness, launcher: str, tmp_path: Path) -> None:
+    """A path the kernel may read that lives below the host's /tmp (an installation made
+    with ``mktemp -d``, as CI's venv is): it is bound in the kernel's own /tmp, read-only,
+    and nothing else of the host's /tmp comes with it."""
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "table.csv").write_text("a,b\n1,2\n")
+    (tmp_path / "secret").write_text("host only")
+    program = (f"attempt('read', lambda: read({str(data / 'table.csv')!r}))\n"
+               f"attempt('write', lambda: write({str(data / 'new')!r}, 'x'))\n"
+               f"attempt('sibling', lambda: read({str(tmp_path / 'secret')!r}))\n"
+               "return seen\n")
+    seen = await attack(harness, program, launcher=launcher,
+                        sandbox=SandboxConfig(read_only_paths=(str(data),)))
+    assert seen == {"read": "a,b\n1,2\n", "write": "EROFS", "sibling": "ENOENT"}, seen
+    assert not (data / "new").exists()
     assert not await harness.finish()
