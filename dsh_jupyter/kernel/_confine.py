@@ -106,6 +106,8 @@ PROC_READ_ONLY = ("sys", "sysrq-trigger", "irq", "bus", "fs")
 PROC_MASKED = ("asound", "acpi", "interrupts", "kcore", "keys", "key-users", "kallsyms",
                "kmsg", "latency_stats", "timer_list", "timer_stats", "sched_debug", "scsi",
                "kpagecount", "kpageflags", "kpagecgroup", "sysvipc", "config.gz")
+PROC_MACHINE = ("cpuinfo", "meminfo", "stat", "loadavg", "uptime", "version", "filesystems")
+"""``/proc`` files a kernel without namespaces may read: the machine's, not the processes'."""
 _PIVOT_ROOT_SYSCALL = {"x86_64": 155, "aarch64": 41, "riscv64": 41, "ppc64le": 203,
                        "s390x": 217}
 _STATVFS_FLAGS = ((os.ST_NOSUID, MS_NOSUID), (os.ST_NODEV, MS_NODEV),
@@ -119,6 +121,7 @@ _FS_TRUNCATE, _FS_IOCTL_DEV = 1 << 14, 1 << 15
 _FS_BY_ABI = {1: (1 << 13) - 1, 2: (1 << 14) - 1, 3: (1 << 15) - 1, 4: (1 << 15) - 1,
               5: (1 << 16) - 1}
 _SCOPE_ABSTRACT_UNIX_SOCKET, _SCOPE_SIGNAL = 1 << 0, 1 << 1
+_NET_BIND_TCP, _NET_CONNECT_TCP = 1 << 0, 1 << 1
 
 _libc = ctypes.CDLL(None, use_errno=True)
 
@@ -272,6 +275,18 @@ def _settle(init: int, procs: list[int], heard: socket.socket, ready_fd: int,
         if fd >= 0:
             os.close(fd)
     os._exit(_wait_for(init))
+
+
+def restrict(plan: dict[str, Any]) -> None:
+    """The walls that need no namespace, for a kernel that cannot be confined (no user
+    namespaces here): ``no_new_privs``, the Landlock ruleset (see :func:`_restrict_files`)
+    and the seccomp filter, on the calling process, which becomes the kernel. The plan is
+    :func:`enter`'s, its paths the host's own (``view.root``: the kernel's directory)."""
+    _prctl(PR_SET_NO_NEW_PRIVS, 1, "PR_SET_NO_NEW_PRIVS")
+    if plan.get("landlock"):
+        _restrict_files(plan, confined=False)
+    if plan.get("seccomp"):
+        _install_filter(base64.b64decode(plan["seccomp"]))
 
 
 def tidy_path() -> None:
@@ -652,13 +667,18 @@ class _PathBeneath(ctypes.Structure):
     _fields_ = (("allowed_access", ctypes.c_uint64), ("parent_fd", ctypes.c_int32))
 
 
-def _restrict_files(plan: dict[str, Any]) -> None:
+def _restrict_files(plan: dict[str, Any], *, confined: bool = True) -> None:
     """A Landlock ruleset, the file-system wall that does not depend on mounts: the
-    read-only paths (and inputs) can be read and executed, ``/workspace`` and ``/dev/shm``
-    are the kernel's, devices can be read and written, ``/proc`` read, any directory
-    listed; nothing else can be opened or written. Abstract unix sockets and signals
-    outside the kernel's own processes are scoped away too (ABI 6). Skipped where Landlock
-    is missing (the host said so)."""
+    read-only paths (and inputs) can be read and executed, the kernel's own root (and,
+    confined, its ``/tmp`` and ``/dev/shm``) are the kernel's, devices can be read and
+    written, ``/proc`` read; nothing else can be opened or written. Abstract unix sockets
+    and signals outside the kernel's own processes are scoped away too (ABI 6).
+
+    Confined, any directory may be listed (what exists is the mounts' business). Without
+    namespaces (:func:`restrict`), only the device files of the minimal ``/dev`` are
+    opened, no other directory is listed, and without ``network`` no TCP port is bound or
+    connected (ABI 4): this ruleset is then the wall between the program and the user's
+    files. Skipped where Landlock is missing (the host said so)."""
     abi = landlock_abi()
     if abi <= 0:
         return
@@ -667,12 +687,21 @@ def _restrict_files(plan: dict[str, Any]) -> None:
     device = _FS_READ_FILE | _FS_WRITE_FILE | _FS_READ_DIR | (everything & _FS_TRUNCATE) | (
         everything & _FS_IOCTL_DEV)
     rules = [(path, read) for path in plan["read_only"] if not os.path.islink(path)]
-    rules += [(plan["view"]["root"], everything), ("/tmp", everything), ("/dev/shm", everything),
-              ("/dev", device), ("/proc", _FS_READ_FILE | _FS_READ_DIR),
-              # Listing any directory: what exists is the mounts' business.
-              ("/", _FS_READ_DIR)]
+    rules.append((plan["view"]["root"], everything))
+    if confined:
+        rules += [("/tmp", everything), ("/dev/shm", everything), ("/dev", device),
+                  ("/proc", _FS_READ_FILE | _FS_READ_DIR), ("/", _FS_READ_DIR)]
+    else:
+        # The host's /proc shows every process: the kernel's own directory only (its
+        # children's are out of reach, which Python does without), and the machine's.
+        rules += [("/dev/" + name, device) for name in DEVICES]
+        rules += [(f"/proc/{os.getpid()}", _FS_READ_FILE | _FS_READ_DIR),
+                  ("/proc/sys", _FS_READ_FILE | _FS_READ_DIR)]
+        rules += [("/proc/" + name, _FS_READ_FILE) for name in PROC_MACHINE]
     attr = _RulesetAttr(everything, 0, 0)
     size = 8 if abi < 4 else 16
+    if abi >= 4 and not confined and not plan["network"]:
+        attr.handled_access_net = _NET_BIND_TCP | _NET_CONNECT_TCP  # and no rule allows any
     if abi >= 6:
         attr.scoped = _SCOPE_SIGNAL | (0 if plan["network"] else _SCOPE_ABSTRACT_UNIX_SOCKET)
         size = 24

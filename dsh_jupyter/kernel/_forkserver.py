@@ -22,7 +22,7 @@ one that signals, kills and reaps them: a PID it answers for is never reused
 behind the host's back. Control messages are JSON lines on a unix socket::
 
     host -> server  {"op": "spawn", "id", "connection", "cwd", "env", "limits", "argv",
-                     "confine"}
+                     "confine" | "restrict"}
                     {"op": "signal", "id", "pid", "signum"}
                     {"op": "kill", "id", "pid"}
     server -> host  {"event": "ready", "pid"}
@@ -234,6 +234,8 @@ class Server:
         connection = os.memfd_create("kernel.json")
         os.write(connection, json.dumps(request["connection"]).encode())
         argv = ["-f", f"/proc/self/fd/{connection}", *request.get("argv", ())]
+        if request.get("restrict"):  # no namespaces here: the walls that need none
+            self.confine.restrict(request["restrict"])
         sys.argv = ["ipykernel_launcher", *argv]
         from ipykernel.kernelapp import IPKernelApp
 

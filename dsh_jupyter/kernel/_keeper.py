@@ -2,7 +2,7 @@
 
 Run as ``python -I -S -c <this source> [--as BYTES] [--data BYTES] [--nofile N]
 [--nproc N] [--fsize BYTES] [--cpu SECONDS] [--nice N] [--confine CONFINE_PY PLAN_JSON]
--- KERNEL_ARGV...`` (``--confine``: the kernel
+[--restrict CONFINE_PY PLAN_JSON] -- KERNEL_ARGV...`` (``--confine``: the kernel
 runs in its own namespaces, see ``_confine.py``; the keeper stays outside).
 It makes itself a child *subreaper* (``PR_SET_CHILD_SUBREAPER``), so every
 orphan the kernel leaves behind (``start_new_session`` children, double forks)
@@ -112,10 +112,14 @@ def main(argv: list[str]) -> int:
     import resource
 
     confine: tuple[str, dict[str, object]] | None = None
+    restrict: tuple[str, dict[str, object]] | None = None
     nice = 0
     while argv and argv[0] != "--":
         if argv[0] == "--confine":
             confine, argv = (argv[1], json.loads(argv[2])), argv[3:]
+            continue
+        if argv[0] == "--restrict":
+            restrict, argv = (argv[1], json.loads(argv[2])), argv[3:]
             continue
         option, value = argv[0], int(argv[1])
         argv = argv[2:]
@@ -150,6 +154,8 @@ def main(argv: list[str]) -> int:
                 module.tidy_path()
             for which, soft, hard in limits:
                 resource.setrlimit(which, (soft, hard))
+            if restrict is not None:  # no namespaces here: the walls that need none
+                _load_confine(restrict[0]).restrict(restrict[1])
             # Below the host, whose event loop must stay responsive (see _forkserver's
             # lower_priority: the session's autogroup too).
             with contextlib.suppress(OSError):

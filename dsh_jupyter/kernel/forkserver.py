@@ -29,7 +29,7 @@ from .caps import RuntimeCgroups, new_caps
 from .config import KernelRuntimeConfig
 from .inject import SOURCE_PATH
 from .launch import KERNEL_ARGS, check_host_ipykernel, describe_status
-from .plan import confinement_plan
+from .plan import confinement_plan, restriction_plan
 from .sandbox import CONFINE_SCRIPT, SandboxConfig
 from .workspace import Workspace, scrubbed_environment
 
@@ -275,9 +275,11 @@ class ForkLauncher:
             self._confinement, workspace, inputs=self._config.input_paths,
             cgroups=caps.cgroups if caps is not None else ())
         limits = {**self._limits, **(caps.rlimits if caps is not None else {})}
+        wanted = self._config.confinement
+        restrict = restriction_plan(wanted, workspace) if plan is None and wanted else None
         reply = await server.request(
             "spawn", connection=info, cwd=workspace.kernel.cwd, env=env, limits=limits,
-            argv=list(KERNEL_ARGS), confine=plan,
+            argv=list(KERNEL_ARGS), confine=plan, restrict=restrict,
         )
         kernel = ForkKernel(server, int(reply["pid"]), info)
         if plan is not None:

@@ -34,16 +34,12 @@ def confinement_plan(sandbox: SandboxConfig, workspace: Workspace, *,
     script, say) are readable too, and its connection file reaches the kernel through
     the keeper. Without it, the host's own interpreter. ``inputs`` are bound read-only
     under the kernel's ``work/inputs`` (see ``files``)."""
-    host_dir = str(workspace.root)
-    named = [arg for arg in command[1:] if os.path.isabs(arg) and os.path.isfile(arg)
-             and not arg.startswith(host_dir)]
-    static = _readable(sandbox, command[0] if command else None)
     paths = workspace.kernel
     uid, gid = kernel_ids()
     seed = workspace.seed_home
     plan: dict[str, Any] = {
         "uid": uid, "gid": gid, "network": sandbox.network, "hostname": KERNEL_HOSTNAME,
-        "read_only": _outermost((*static, *named)) if named else list(static),
+        "read_only": _read_only(sandbox, workspace, command),
         "view": {"root": paths.root, "home": paths.home, "ipython_dir": paths.ipython_dir,
                  "tmp": paths.tmp, "cwd": paths.cwd, "outputs": paths.outputs},
         "workspace_bytes": sandbox.workspace_bytes, "workspace_files": sandbox.workspace_files,
@@ -55,10 +51,33 @@ def confinement_plan(sandbox: SandboxConfig, workspace: Workspace, *,
     }
     if command:
         plan["connection_file"] = str(workspace.connection_file)
+    return {**plan, **_walls()}
+
+
+def restriction_plan(sandbox: SandboxConfig, workspace: Workspace, *,
+                     command: Sequence[str] = ()) -> dict[str, Any]:
+    """The plan ``_confine.restrict`` carries out for a kernel that cannot be confined (no
+    user namespaces): the syscall filter and a Landlock ruleset over the host's own paths,
+    the kernel's directory (``view.root``) its only writable place."""
+    return {"network": sandbox.network, "read_only": _read_only(sandbox, workspace, command),
+            "view": {"root": str(workspace.root)}, **_walls()}
+
+
+def _read_only(sandbox: SandboxConfig, workspace: Workspace,
+               command: Sequence[str]) -> list[str]:
+    """The paths a kernel reads: the system, its interpreter (``command``'s, or the host's),
+    the files a stock launch's command names, ``read_only_paths``."""
+    host_dir = str(workspace.root)
+    named = [arg for arg in command[1:] if os.path.isabs(arg) and os.path.isfile(arg)
+             and not arg.startswith(host_dir)]
+    static = _readable(sandbox, command[0] if command else None)
+    return _outermost((*static, *named)) if named else list(static)
+
+
+def _walls() -> dict[str, Any]:
     built = build_filter()
-    plan["seccomp"] = None if isinstance(built, str) else built.encoded
-    plan["landlock"] = landlock_abi() > 0
-    return plan
+    return {"seccomp": None if isinstance(built, str) else built.encoded,
+            "landlock": landlock_abi() > 0}
 
 
 def interpreter_paths(executable: str | None = None) -> tuple[str, ...]:

@@ -356,8 +356,8 @@ async def _confinement(config: KernelRuntimeConfig) -> SandboxConfig | None:
     the machine lacks behind the namespaces (seccomp, Landlock, cgroups) is a warning too,
     and an error when the sandbox is required."""
     wanted = config.confinement
-    if wanted is None:
-        return None
+    if wanted is None or not wanted.namespaces:
+        return None  # no namespaces by choice: the launchers restrict kernels (no warning)
     problem = await asyncio.to_thread(confinement_problem)
     if problem is None and config.provisioner not in (None, "local-provisioner"):
         problem = f"kernels of the provisioner {config.provisioner!r} may not run locally"

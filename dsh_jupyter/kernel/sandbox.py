@@ -53,6 +53,13 @@ UNCONFINED_EXPOSURE = (
     "and connection files included), reach the network and the host's loopback "
     "services, and see and signal the host's processes"
 )
+RESTRICTED_EXPOSURE = (
+    "a program runs as this user in the host's namespaces: it can see the host's "
+    "processes and, unless Landlock scopes them (Linux 6.12), signal them; reach the "
+    "network over UDP (over TCP too, unless Landlock covers it: Linux 6.7, network=False) "
+    "and the host's loopback; its files are the system's, read-only, and its own "
+    "directory (Landlock), or everything this user can reach where Linux has no Landlock"
+)
 
 
 class UnconfinedWarning(DshWarning):
@@ -74,6 +81,9 @@ class SandboxConfig:
     - ``network``: keep the host's network (default: a private loopback only).
     - ``read_only_paths``: more host paths the kernel may read (a data set, a
       second Python installation); they appear at the same place.
+    - ``namespaces``: confine kernels in namespaces (the default); ``False`` gives them
+      only the walls that need none (the syscall filter, Landlock, rlimits), as where
+      user namespaces are unavailable, without a warning.
     - ``cpu_seconds``: ``RLIMIT_CPU`` of each kernel process (SIGXCPU at the
       limit, SIGKILL a second later); applies confined or not.
     - ``workspace_bytes`` / ``workspace_files``: the size of the kernel's
@@ -93,6 +103,7 @@ class SandboxConfig:
     """
 
     required: bool = False
+    namespaces: bool = True
     network: bool = False
     read_only_paths: tuple[str, ...] = ()
     cpu_seconds: int | None = None
@@ -103,7 +114,7 @@ class SandboxConfig:
     cgroup_parent: str | None = None
 
     def __post_init__(self) -> None:
-        for name in ("required", "network"):
+        for name in ("required", "namespaces", "network"):
             if not isinstance(getattr(self, name), bool):
                 raise ValueError(f"{name} must be True or False")
         paths: object = self.read_only_paths
@@ -161,9 +172,13 @@ def confinement_problem() -> str | None:
 
 
 def unconfined_message(problem: str) -> str:
-    return (f"dsh-jupyter kernels run unconfined: {problem}. Exposed: {UNCONFINED_EXPOSURE}. "
-            "Pass sandbox='required' to refuse, or sandbox=None to accept this without a "
-            "warning (see docs/security.md).")
+    """The warning of a runtime whose kernels get no namespaces: they still get the
+    syscall filter, Landlock and the caps' rlimits where this machine has them."""
+    return (f"dsh-jupyter kernels run without namespaces: {problem}. They get only the "
+            f"walls that need none (the syscall filter, Landlock, rlimits). Exposed: "
+            f"{RESTRICTED_EXPOSURE}. Pass sandbox='required' to refuse, or "
+            "SandboxConfig(namespaces=False) to accept this without a warning (see "
+            "docs/security.md).")
 
 
 def kernel_ids() -> tuple[int, int]:

@@ -30,7 +30,7 @@ from . import proctree
 from .caps import RuntimeCgroups, new_caps
 from .config import KernelRuntimeConfig
 from .launch import KERNEL_ARGS, check_host_ipykernel, describe_status
-from .plan import confinement_plan
+from .plan import confinement_plan, restriction_plan
 from .sandbox import CONFINE_SCRIPT, SandboxConfig
 from .workspace import Workspace
 
@@ -130,6 +130,9 @@ class _KeptKernelManager(AsyncKernelManager):
 
     keeper_args: tuple[str, ...] = ()
     confinement: SandboxConfig | None = None
+    restriction: SandboxConfig | None = None
+    """The sandbox of a kernel that cannot be confined here: its walls that need no
+    namespace (``_confine.restrict``)."""
     workspace: Workspace | None = None
     inputs: Mapping[str, Path] | None = None
 
@@ -144,6 +147,9 @@ class _KeptKernelManager(AsyncKernelManager):
                                         inputs=self.inputs,
                                         cgroups=caps.cgroups if caps is not None else ())
                 confine = ["--confine", str(CONFINE_SCRIPT), json.dumps(plan)]
+            elif self.restriction is not None and self.workspace is not None:
+                plan = restriction_plan(self.restriction, self.workspace, command=command)
+                confine = ["--restrict", str(CONFINE_SCRIPT), json.dumps(plan)]
             limits = [word for name, value in (caps.rlimits if caps is not None else {}).items()
                       for word in (f"--{name}", str(value))]
             return [sys.executable, "-I", "-S", "-c", keeper, *self.keeper_args, *limits,
@@ -272,6 +278,8 @@ class StockLauncher:
         )
         manager.keeper_args = self._keeper_args
         manager.confinement = self._confinement
+        if self._confinement is None and self._config.kernel_name is None:
+            manager.restriction = self._config.confinement
         workspace.caps = new_caps(self._config.confinement,
                                   confined=self._confinement is not None, cgroups=self._cgroups)
         manager.workspace = workspace
