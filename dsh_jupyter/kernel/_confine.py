@@ -185,6 +185,7 @@ def enter(plan: dict[str, Any], mapping: Pipes | None = None) -> None:
     :func:`mapping_pipes`, when the parent maps the kernel's ids (:func:`map_child`)."""
     error_fd = os.open(plan["error_file"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC,
                        0o600)
+    parent = os.getppid()
     ready_fd = -1
     try:
         if plan.get("ready_file"):
@@ -192,6 +193,9 @@ def enter(plan: dict[str, Any], mapping: Pipes | None = None) -> None:
             ready_fd = os.open(plan["ready_file"], os.O_WRONLY | os.O_NONBLOCK | os.O_CLOEXEC)
         _report(ready_fd, f"pid {os.getpid()}")
         switch_ids = _unshare(plan, mapping)
+        # A change of credentials (the new user namespace's) clears the parent-death
+        # signal: set it again, and leave if the parent is already gone.
+        _die_with(parent)
     except (OSError, ConfineError) as error:
         _fail(error_fd, error)
     # Interrupts go to the kernel's process group: the waiter and the init ignore them.
@@ -212,10 +216,12 @@ def enter(plan: dict[str, Any], mapping: Pipes | None = None) -> None:
     for fd in procs:
         os.close(fd)
     try:
-        _prctl(PR_SET_PDEATHSIG, signal.SIGKILL, "PR_SET_PDEATHSIG")
         exposed = _open_exposed(plan)
         if switch_ids:
             _become(plan)
+        # Only now: taking the kernel's ids cleared it. (Init cannot see W die through
+        # getppid, which is 0 in its namespace; W dying before this line is not covered.)
+        _prctl(PR_SET_PDEATHSIG, signal.SIGKILL, "PR_SET_PDEATHSIG")
         _build_root(plan, exposed)
         os.chdir(plan["view"]["cwd"])
         _name_host(plan.get("hostname") or "localhost")
@@ -247,6 +253,13 @@ def enter(plan: dict[str, Any], mapping: Pipes | None = None) -> None:
     signal.signal(signal.SIGINT, signal.SIG_DFL)
     # ipykernel exits when its parent looks like init, which the kernel's parent is here.
     os.environ.pop("JPY_PARENT_PID", None)
+
+
+def _die_with(parent: int) -> None:
+    """SIGKILL when ``parent`` dies; exit now if it already has."""
+    _prctl(PR_SET_PDEATHSIG, signal.SIGKILL, "PR_SET_PDEATHSIG")
+    if os.getppid() != parent:
+        os._exit(CONFINE_FAILED)
 
 
 def _settle(init: int, procs: list[int], heard: socket.socket, ready_fd: int,

@@ -34,6 +34,7 @@ import functools
 import logging
 import os
 import secrets
+import signal
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -223,25 +224,31 @@ def remove_cgroup_trees(directories: list[Path]) -> None:
         _rmdir(directory)
 
 
-def _rmdir(directory: Path) -> None:
-    for attempt in range(20):
+def _rmdir(directory: Path, *, attempts: int = 20) -> None:
+    for attempt in range(attempts):
         try:
             directory.rmdir()
             return
         except FileNotFoundError:
             return
         except OSError as error:
-            if attempt == 19:
+            if attempt == attempts - 1:
                 log.warning("cgroup %s not removed: %s", directory, error.strerror)
             time.sleep(0.05)
 
 
 def _sweep_stale(parent: Path) -> None:
-    """Remove the cgroups of runtimes whose host process is gone (killed outright)."""
+    """The cgroups of runtimes whose host process is gone (killed outright): any process
+    still in them is a kernel of that host's, left running, so it is killed first."""
     for entry in parent.glob(f"{RUNTIME_PREFIX}*"):
         pid = entry.name[len(RUNTIME_PREFIX):].split("-", 1)[0]
-        if pid.isdigit() and not os.path.exists(f"/proc/{pid}"):
-            remove_cgroup_trees([entry])
+        if not pid.isdigit() or os.path.exists(f"/proc/{pid}"):
+            continue
+        for procs in entry.rglob("cgroup.procs"):
+            with contextlib.suppress(OSError, ValueError):
+                for line in procs.read_text().split():
+                    os.kill(int(line), signal.SIGKILL)
+        remove_cgroup_trees([entry])
 
 
 class KernelCaps:

@@ -313,3 +313,31 @@ def test_provisioner_config_means_the_stock_launcher() -> None:
 
     assert not KernelRuntimeConfig(provisioner_config={"x": 1}).uses_fork
     assert KernelRuntimeConfig().uses_fork
+
+
+async def test_a_fork_server_killed_outright_takes_its_confined_kernels_along(
+        make_runtime: RuntimeFactory) -> None:
+    """SIGKILL to the fork server (no shutdown sweep): the confiner dies with it, the
+    namespace's init with the confiner (its parent-death signal, set again after it took
+    the kernel's ids, which cleared it) and the kernel with the namespace."""
+    from dsh_jupyter.kernel.sandbox import confinement_problem
+
+    if confinement_problem() is not None:
+        pytest.skip(f"no confinement here: {confinement_problem()}")
+    runtime = await make_runtime(pool_size=1)
+    pool = runtime._pool
+    assert pool is not None
+    await pool.wait_filled()
+    confiner = pool._ready[0].process.root_pid
+    assert confiner is not None
+    tree = [stat.pid for stat in proctree.tree(confiner)]
+    assert len(tree) == 3  # the confiner, the namespace's init, the kernel
+    server = runtime._launcher._server  # type: ignore[union-attr]
+    os.kill(server.process.pid, signal.SIGKILL)
+    for _ in range(100):
+        alive = [pid for pid in tree if (stat := proctree.read_stat(pid)) is not None
+                 and stat.state != "Z"]
+        if not alive:
+            break
+        await asyncio.sleep(0.05)
+    assert not alive, f"outlived the fork server: {alive}"

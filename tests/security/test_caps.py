@@ -136,3 +136,36 @@ def test_caps_are_checked() -> None:
     with pytest.raises(ValueError, match="cgroup_parent must be an absolute path"):
         SandboxConfig(cgroup_parent="relative/path")
     assert SandboxConfig(memory_bytes=None, max_processes=None).memory_bytes is None
+
+
+@pytest.mark.skipif(cgroup_problem() is not None, reason=f"no cgroups here: {cgroup_problem()}")
+def test_a_dead_hosts_cgroups_and_kernels_are_swept() -> None:
+    """A host killed outright left its runtime's cgroups, and a process in them: the next
+    runtime to open its cgroups kills that process and removes the directories."""
+    import subprocess
+    import time
+
+    from dsh_jupyter.kernel.caps import RuntimeCgroups
+
+    dead = subprocess.Popen(["true"])
+    dead.wait()  # a PID no host has any more
+    parents = find_cgroup_parents()
+    assert not isinstance(parents, str)
+    left = [parent / f"{RUNTIME_PREFIX}{dead.pid}-leftover" for parent in
+            dict.fromkeys((parents.memory, parents.pids))]
+    orphan = subprocess.Popen(["sleep", "60"])
+    try:
+        for directory in left:
+            (directory / "dsh-kernel-x").mkdir(parents=True)
+            (directory / "dsh-kernel-x" / "cgroup.procs").write_text(str(orphan.pid))
+        opened = RuntimeCgroups.open(None)
+        assert opened is not None
+        opened.remove()
+        deadline = time.monotonic() + 5
+        while orphan.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert orphan.returncode == -9
+        assert not any(directory.exists() for directory in left)
+    finally:
+        orphan.kill()
+        orphan.wait()
