@@ -18,23 +18,18 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from ...abort import AbortSignal
 from ...json_value import JsonValue
 from ..errors import ModelConfigError
 from ..model import ChatRequest, ModelResponse
-from ._http import (
-    RetryPolicy,
-    default_timeout,
-    json_body,
-    send_with_retries,
-)
+from ._http import RetryPolicy, attempts, json_body
 from ._messages_wire import KIND, messages_body, parse_message
 from ._sdk_model import SdkChatModel, first_env
 from ._streams import MessagesFold, read_stream
 
 if TYPE_CHECKING:
+    import anthropic
     import httpx2
 
 ENV_MODEL = "DSH_MODEL"
@@ -60,6 +55,7 @@ class AnthropicChatModel(SdkChatModel):
     """The API it speaks (``gen_ai.provider.name`` on traced requests)."""
 
     sdk = "anthropic"
+    sdk_client = "AsyncAnthropic"
 
     def __init__(self, *, model: str, api_key: str | None = None,
                  base_url: str = DEFAULT_BASE_URL, max_tokens: int = DEFAULT_MAX_TOKENS,
@@ -103,45 +99,26 @@ class AnthropicChatModel(SdkChatModel):
                    timeout=timeout, retry=retry, options=options, headers=headers,
                    client=client)
 
-    def _open_http(self, ssl: Any) -> httpx2.AsyncClient:
+    async def _send(self, client: anthropic.AsyncAnthropic,
+                    request: ChatRequest) -> ModelResponse:
         import anthropic
 
-        return anthropic.DefaultAsyncHttpxClient(verify=ssl)
-
-    async def _send(self, http: httpx2.AsyncClient, request: ChatRequest,
-                    signal: AbortSignal) -> ModelResponse:
-        import anthropic
-
-        # Without a key (a local gateway), a placeholder satisfies the client and the
-        # credential headers are left out.
-        client = anthropic.AsyncAnthropic(
-            api_key=self._api_key or "unused", base_url=self.base_url, max_retries=0,
-            default_headers=self._headers, http_client=http)
+        # Without a key (a local gateway), the credential headers are left out.
         no_key = {"Authorization": anthropic.omit, "X-Api-Key": anthropic.omit}
         body = messages_body(request, cache=self.cache)
         if self.stream:
             body["stream"] = True
-        options: dict[str, Any] = {
-            "extra_body": self.options or None,
-            "extra_headers": None if self._api_key else no_key,
-            "timeout": default_timeout() if self.timeout is None else self.timeout}
-
-        async def send() -> httpx2.Response:
-            raw = await client.messages.with_raw_response.create(
-                model=self.model, max_tokens=self.max_tokens, **body, **options)
-            http_response: httpx2.Response = raw.http_response
-            return http_response
-
-        what = f"POST {self.url}"
-        response, attempts = await send_with_retries(send, sdk=anthropic, what=what,
-                                                     retry=self.retry, signal=signal)
+        raw = await client.messages.with_raw_response.create(
+            model=self.model, max_tokens=self.max_tokens, **body,
+            extra_body=self.options or None, extra_headers=None if self._api_key else no_key,
+            timeout=self.request_timeout)
+        response = raw.http_response
+        tried = attempts(response.request)
         if not self.stream:
-            return parse_message(json_body(response, attempts=attempts, kind=KIND),
-                                 attempts=attempts)
+            return parse_message(json_body(response, attempts=tried, kind=KIND), attempts=tried)
         try:
-            received = await signal.run(read_stream(
-                response, MessagesFold(), on_text=request.on_text, attempts=attempts,
-                kind=KIND, what=what))
+            received = await read_stream(response, MessagesFold(), on_text=request.on_text,
+                                         attempts=tried, kind=KIND, what=self.what)
         finally:
             await response.aclose()
-        return parse_message(received, attempts=attempts)
+        return parse_message(received, attempts=tried)
