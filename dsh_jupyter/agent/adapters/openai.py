@@ -18,27 +18,34 @@ dropped connection, and statuses 408, 409, 429 and 5xx. A ``Retry-After`` (or
 ``RetryPolicy.max_retry_after`` ends the request instead of stalling the run.
 Other statuses fail at once with the server's own message. The retrying is the
 client's own, on the policy (see ``_http``), as for every adapter.
+
+``stream=True`` reads the SDK's typed stream: chat-completion chunks folded by its
+``ChatCompletionStreamState``, or Responses events up to the one that carries the
+whole response (see ``_streams``).
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING, Any, Literal
 
 from ...json_value import JsonValue
-from ..errors import ModelConfigError
+from ..errors import ModelConfigError, ModelResponseError
 from ..model import ChatRequest, ModelResponse
 from ..wire import parse_chat_completion
 from ._http import RetryPolicy, attempts, json_body
 from ._responses_wire import KIND as RESPONSES
 from ._responses_wire import parse_response, responses_body
 from ._sdk_model import SdkChatModel, first_env
-from ._streams import ChatFold, ResponsesFold, read_stream
+from ._streams import StreamReader, TextSink
 
 if TYPE_CHECKING:
     import httpx2
     import openai
+    from openai import AsyncStream
+    from openai.types.chat import ChatCompletionChunk
+    from openai.types.responses import ResponseStreamEvent
 
 __all__ = ["OpenAIChatModel", "RetryPolicy"]
 
@@ -115,28 +122,86 @@ class OpenAIChatModel(SdkChatModel):
     async def _send(self, client: openai.AsyncOpenAI, request: ChatRequest) -> ModelResponse:
         import openai
 
+        read: Callable[..., Awaitable[object]]
         if self.api == "chat":
             create: Any = client.chat.completions.with_raw_response.create
-            body, kind, parse = request.body(), "chat-completions", parse_chat_completion
+            body, kind, parse, read = (request.body(), "chat-completions",
+                                       parse_chat_completion, _read_chat)
             if self.stream:
                 body.update(stream=True, stream_options={"include_usage": True})
         else:
             create = client.responses.with_raw_response.create
-            body, kind, parse = responses_body(request), RESPONSES, parse_response
+            body, kind, parse, read = (responses_body(request), RESPONSES, parse_response,
+                                       _read_responses)
             if self.stream:
                 body["stream"] = True
         # Without a key, a local server expects no Authorization header at all.
         raw = await create(**body, model=self.model, extra_body=self.options or None,
                            extra_headers=None if self._api_key else {"Authorization": openai.omit},
                            timeout=self.request_timeout)
-        response = raw.http_response
-        tried = attempts(response.request)
+        tried = attempts(raw.http_response.request)
         if not self.stream:
-            return parse(json_body(response, attempts=tried, kind=kind), attempts=tried)
-        fold = ChatFold() if self.api == "chat" else ResponsesFold()
-        try:
-            received = await read_stream(response, fold, on_text=request.on_text,
-                                         attempts=tried, kind=kind, what=self.what)
-        finally:
-            await response.aclose()
+            return parse(json_body(raw.http_response, attempts=tried, kind=kind), attempts=tried)
+        async with raw.parse() as stream:
+            reader = StreamReader(stream.response, sdk=openai, attempts=tried, kind=kind,
+                                  what=self.what)
+            received = await reader.plain_body()
+            if received is None:
+                received = await read(reader, stream, request.on_text)
         return parse(received, attempts=tried)
+
+
+async def _read_chat(reader: StreamReader, stream: AsyncStream[ChatCompletionChunk],
+                     on_text: TextSink | None) -> object:
+    """Chunks folded by the SDK's ``ChatCompletionStreamState``; the first choice's
+    content deltas to ``on_text``."""
+    from openai.lib.streaming.chat import ChatCompletionStreamState
+
+    state: ChatCompletionStreamState[None] = ChatCompletionStreamState()
+
+    def handle(at: str, chunk: ChatCompletionChunk) -> str | None:
+        state.handle_chunk(chunk)
+        texts = [reader.parser.text(choice.delta.content, f"{at}.choices[{i}].delta.content")
+                 for i, choice in enumerate(chunk.choices)
+                 if choice.index == 0 and choice.delta.content is not None]
+        return "".join(texts)
+
+    await reader.read(stream, handle, on_text)
+    if reader.error is not None:
+        return {"error": reader.error}
+    if not reader.count:
+        return {}  # not one chunk: the parser says what is missing
+    return state.current_completion_snapshot.to_dict(mode="json", warnings=False)
+
+
+async def _read_responses(reader: StreamReader, stream: AsyncStream[ResponseStreamEvent],
+                          on_text: TextSink | None) -> object:
+    """Text deltas to ``on_text``; the response is the closing event's."""
+    from openai.types.responses import (
+        ResponseCompletedEvent,
+        ResponseFailedEvent,
+        ResponseIncompleteEvent,
+    )
+
+    final: object = None
+    error: object = None
+
+    def handle(at: str, event: ResponseStreamEvent) -> str | None:
+        nonlocal final, error
+        if event.type == "response.output_text.delta":
+            return reader.parser.text(event.delta, f"{at}.delta")
+        if isinstance(event, ResponseCompletedEvent | ResponseIncompleteEvent
+                      | ResponseFailedEvent):
+            final = event.response.to_dict(mode="json", warnings=False)
+        elif event.type == "error":
+            error = event.message
+        return None
+
+    await reader.read(stream, handle, on_text)
+    if final is not None:
+        return final
+    if error is not None or reader.error is not None:
+        return {"error": {"message": error} if error is not None else reader.error,
+                "output": []}
+    raise ModelResponseError("", "the stream ended without a response.completed event",
+                             attempts=reader.parser.attempts, kind=RESPONSES)
