@@ -9,7 +9,7 @@ import json
 from typing import Any
 
 import pytest
-from agent_support import ChatServer, message, response, sse
+from agent_support import ChatServer, completion, message, response, sse
 
 from dsh_jupyter import AbortController, AbortSignal, ToolRegistry, define_tool
 from dsh_jupyter.agent import (
@@ -167,9 +167,12 @@ async def test_responses_stream(server: ChatServer) -> None:
 
 async def test_a_plain_json_answer_to_a_streamed_request_is_read(server: ChatServer) -> None:
     server.reply(message("not streamed"))
-    texts: list[str] = []
-    answer = await claude(server).complete(hello(texts), signal=AbortSignal.never())
-    assert answer.content == "not streamed" and texts == []
+    server.reply(completion("not streamed"))
+    server.reply(response("not streamed"))
+    for model in (claude(server), openai(server), openai(server, "responses")):
+        texts: list[str] = []
+        answer = await model.complete(hello(texts), signal=AbortSignal.never())
+        assert answer.content == "not streamed" and texts == []
 
 
 @pytest.mark.parametrize(("body", "field", "problem"), [
