@@ -554,25 +554,28 @@ def _meta(execution: ToolExecution, definition: ToolDefinition,
 
 def _finalize(execution: ToolExecution, definition: ToolDefinition,
               result: ToolResult) -> ToolResult:
-    """Run ``finalize_content``. It fails closed: a finalizer that raises (or returns
-    something that is not content) turns the result into ``HOOK_FAILED`` carrying none
-    of the content it was given, since a redaction that crashed must not leak. The
-    exception itself goes to the log only: its text may quote the content."""
+    """Run ``finalize_content``. A finalizer that raises gives ``Error: <its message>``
+    (``HOOK_FAILED``), as any thrown call does; one that returns something that is not
+    content gives ``Error:`` and what it returned. Either way none of the content it was
+    given is kept (a redaction that crashed must not leak it) and the contexts are; the
+    traceback goes to the log."""
     assert definition.finalize_content is not None
     try:
         content = definition.finalize_content(execution, result)
         if content is None:
             return result
-        blocks = _as_content(content)
-        if not all(isinstance(b, dict) and isinstance(b.get("type"), str) for b in blocks):
-            raise TypeError("finalize_content must return a string, content blocks or None")
+        blocks = _as_content(content) if isinstance(content, str | list | tuple) else None
+        if blocks is None or not all(isinstance(b, dict) and isinstance(b.get("type"), str)
+                                     for b in blocks):
+            raise TypeError(f"finalize_content of {definition.name} returned "
+                            f"{type(content).__name__}; expected a string, content blocks "
+                            "or None")
         return result.with_content(blocks)
     except Exception as exc:
-        _log.exception("finalize_content of %s failed for call %s; the content is withheld",
-                       definition.name, execution.call_id)
-        return failure(f"finalize_content of {definition.name} failed "
-                       f"({type(exc).__name__}); the result's content is withheld",
-                       "HOOK_FAILED", contexts=result.additional_contexts)
+        _log.exception("finalize_content of %s failed for call %s", definition.name,
+                       execution.call_id)
+        return failure(str(exc) or type(exc).__name__, "HOOK_FAILED",
+                       contexts=result.additional_contexts)
 
 
 def _result_event(execution: ToolExecution, result: ToolResult, started: float, *,
