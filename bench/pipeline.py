@@ -42,7 +42,6 @@ sys.path.insert(0, str(ROOT / "tests" / "kernel"))
 from loop_lag import LoopLag  # noqa: E402
 
 from dsh_jupyter import ToolCall, ToolRegistry, define_tool  # noqa: E402
-from dsh_jupyter.registry.code_mode import run_code_definition  # noqa: E402
 
 
 async def noop_body(args: Any, ctx: Any) -> str:
@@ -262,8 +261,7 @@ def run_code_output(value: Any) -> ToolRegistry:
         return {"logs": [], "result": value}
 
     registry.register(dataclasses.replace(
-        run_code_definition(registry), name="big", execute=body, validator=None,
-        parse_args=None))
+        registry._run_code, name="big", execute=body, validator=None, parse_args=None))
     return registry
 
 

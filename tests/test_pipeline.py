@@ -808,3 +808,38 @@ async def test_the_run_context_is_the_execution() -> None:
     await registry.execute(ToolCall(call_id="c7", name="t", arguments={"k": 1},
                                     agent=scope, parent=parent))
     assert seen == [(True, "c7", parent, scope, "t", {"k": 1}, False, True)]
+
+
+def test_the_fast_constructors_build_what_the_dataclasses_build() -> None:
+    """The pipeline builds its execution view and run context from their slots
+    (``new_execution``, ``ToolRunContext.of``); field for field, they are what the
+    dataclasses' own ``__init__`` builds, and a field added later is not forgotten."""
+    from dsh_jupyter.abort import AbortSignal
+    from dsh_jupyter.registry.execution import new_execution
+
+    registry = ToolRegistry()
+    registry.register(echo_tool())
+    definition = registry.get("echo")
+    scope = registry.scope("s")
+    values = {"token": ExecutionToken(), "call_id": "c", "name": "echo",
+              "arguments": {"text": "x"}, "signal": AbortSignal(), "agent": scope,
+              "parent": ExecutionToken(), "definition": definition}
+    built = new_execution(**values)  # type: ignore[arg-type]
+    expected = ToolExecution(**values)  # type: ignore[arg-type]
+    assert [f.name for f in dataclasses.fields(ToolExecution)] == list(values)
+    for name in values:
+        assert getattr(built, name) is getattr(expected, name)
+
+    def defer(context: Any) -> None:
+        return None
+
+    operational = AbortSignal()
+    context = ToolRunContext.of(built, operational, defer, None, defer)
+    own = {"execution": built, "_defer": defer, "_annotate": None, "_attach": defer}
+    reference = ToolRunContext(**{**values, "signal": operational, **own})  # type: ignore[arg-type]
+    assert ([f.name for f in dataclasses.fields(ToolRunContext)]
+            == [*values, "execution", "_defer", "_annotate", "_attach"])
+    for field in dataclasses.fields(ToolRunContext):
+        assert getattr(context, field.name) is getattr(reference, field.name), field.name
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        context.call_id = "changed"  # type: ignore[misc]

@@ -23,8 +23,9 @@ Which members are public API, and why:
   live scope of the registry, the check every call starts with.
 - ``_listening``: private; whether any event sink is attached, so the pipeline
   builds an event only when someone will read it.
-- ``_tracer``: private; what ``instrument()`` switched on (``None``: tracing off), so
-  the pipeline starts a span only then (``tracing.py``).
+- ``_listeners`` and ``_running``: private; the lifecycle listeners each call is told
+  (``listen()`` adds one), and the calls running now by token, so a sub-call finds its
+  parent's :class:`~.lifecycle.CallRun`.
 - ``_changed`` and ``_dispose_scope`` (:class:`LayerOwner`): private; a layer reports
   its registrations, masks and disposal through them, users go through the layer's
   own methods (``register``, ``restrict``, ``dispose`` ...).
@@ -44,10 +45,10 @@ if TYPE_CHECKING:
     from ..runtime import CodeRuntime
     from .definition import ToolDefinition
     from .discovery import Catalog
-    from .execution import ExecutionMode, ToolCall
+    from .execution import ExecutionMode, ExecutionToken, ToolCall
+    from .lifecycle import CallRun, Listeners
     from .policy import ApprovalService, HookChain
     from .scope import AgentScope, PresentationMode
-    from .tracing import CallTracer
 
 
 class RegistryView(Protocol):
@@ -94,8 +95,12 @@ class RegistryView(Protocol):
         """True when at least one event sink is attached."""
 
     @property
-    def _tracer(self) -> CallTracer | None:
-        """Starts a span per call when tracing is on (``instrument()``), else ``None``."""
+    def _listeners(self) -> Listeners:
+        """The lifecycle listeners, as each kind of call is told them."""
+
+    @property
+    def _running(self) -> dict[ExecutionToken, CallRun]:
+        """The calls running now, by token."""
 
     def _resolve(self, call: ToolCall) -> ToolDefinition | str:
         """The definition ``call`` runs, or the ``UNKNOWN_TOOL`` message saying why

@@ -43,6 +43,7 @@ from .scope import RESERVED_NAME
 
 if TYPE_CHECKING:
     from ._view import RegistryView
+    from .scheduler import SubCallOrdering
 
 NO_OUTPUT = "(run_code completed with no output)"
 CAPTURED_OUTPUT = "\nCaptured output:\n"
@@ -191,11 +192,12 @@ def present_run_code(args: JsonValue) -> GenericCallView:
                            kind="execute", raw_input=code if isinstance(code, str) else None)
 
 
-def run_code_definition(registry: RegistryView) -> ToolDefinition:
-    """The transport tool, bound to ``registry`` (built once per registry)."""
+def run_code_definition(registry: RegistryView, ordering: SubCallOrdering) -> ToolDefinition:
+    """The transport tool, bound to ``registry`` (built once per registry), its programs'
+    sub-calls ordered by ``ordering`` (registered on the registry)."""
 
     async def run_code(args: Any, ctx: ToolRunContext) -> JsonValue:
-        return await _run_program(registry, str(args["code"]), ctx, rendering.files)
+        return await _run_program(registry, ordering, str(args["code"]), ctx, rendering.files)
 
     def parse(args: JsonObject) -> JsonObject:
         description = args.get("description")
@@ -216,8 +218,8 @@ def run_code_definition(registry: RegistryView) -> ToolDefinition:
         output_validator=compile_schema(RUN_CODE_OUTPUT), present_call=present_run_code)
 
 
-async def _run_program(registry: RegistryView, program: str, ctx: ToolRunContext,
-                       files_for_meta: FilesForMeta) -> JsonValue:
+async def _run_program(registry: RegistryView, ordering: SubCallOrdering, program: str,
+                       ctx: ToolRunContext, files_for_meta: FilesForMeta) -> JsonValue:
     runtime = registry.code_runtime
     if runtime is None:
         raise CodeModeError("run_code needs a code runtime: `async with KernelRuntime() as "
@@ -225,7 +227,7 @@ async def _run_program(registry: RegistryView, program: str, ctx: ToolRunContext
                             "registry.code_runtime = runtime")
     names = sorted(n for n in registry.visible(ctx.agent) if n != RESERVED_NAME)
     discovery = registry.mode_for(ctx.agent) == "discovery"
-    bridge = DispatchBridge(registry, ctx, names,
+    bridge = DispatchBridge(registry, ctx, names, ordering,
                             catalog=registry._catalog(ctx.agent) if discovery else None)
     run = asyncio.ensure_future(runtime.run(program, bridge, bridge.signal))
     try:

@@ -15,16 +15,19 @@ from typing import TYPE_CHECKING
 
 from ..errors import RegistrationError
 from ..events import EventSink, SessionEvent
-from ..json_value import JsonObject, NotJsonError, snapshot_json, thaw
+from ..json_value import JsonObject, thaw
 from .code_mode import run_code_definition
 from .definition import ToolDefinition
 from .discovery import Catalog, catalog_of
-from .execution import ExecutionMode, ToolCall
-from .pipeline import execute
+from .execution import ExecutionMode, ExecutionToken, ToolCall
+from .lifecycle import CallListener, CallRun, Listeners
+from .pipeline import prepare_call, run_call
 from .policy import ApprovalService, HookChain
 from .prompt import PromptAssembly, assemble
 from .results import ToolResult
+from .scheduler import SubCallOrdering
 from .scope import MODES, RESERVED_NAME, AgentScope, Disposer, Layer, PresentationMode, Undo
+from .session_events import SessionEvents
 
 if TYPE_CHECKING:
     from opentelemetry.trace import TracerProvider
@@ -98,7 +101,12 @@ class ToolRegistry(Layer):
         self._change_listeners: list[Callable[[RegistryChange], None]] = []
         self._event_sinks: list[EventSink] = []
         self._tracer: CallTracer | None = None
-        self._run_code = run_code_definition(self)
+        self._listeners = Listeners()
+        self._running: dict[ExecutionToken, CallRun] = {}
+        self.listen(SessionEvents(self))
+        sub_calls = SubCallOrdering(self)
+        self.listen(sub_calls)
+        self._run_code = run_code_definition(self, sub_calls)
 
     def __repr__(self) -> str:
         return (f"<ToolRegistry mode={self.mode!r} tools={len(self._tools)} "
@@ -216,19 +224,7 @@ class ToolRegistry(Layer):
         (the same resolution) has a classifier returning exactly ``True`` for these
         arguments; anything else (unknown, collapsed under ``code``, invalid arguments,
         a classifier that raises) is ``"exclusive"``."""
-        definition = self._resolve(call)
-        if not isinstance(definition, ToolDefinition) or definition.is_concurrency_safe is None:
-            return "exclusive"
-        try:
-            args = snapshot_json(call.arguments)
-            if not isinstance(args, dict):
-                return "exclusive"
-            if definition.validator is not None and definition.validator.validate(args):
-                return "exclusive"
-            verdict = definition.is_concurrency_safe(args)
-        except (NotJsonError, Exception):
-            return "exclusive"
-        return "parallel" if verdict is True else "exclusive"
+        return prepare_call(self, call).execution_mode
 
     def _check_scope(self, scope: AgentScope | None) -> None:
         if scope is not None and (not isinstance(scope, AgentScope)
@@ -254,7 +250,7 @@ class ToolRegistry(Layer):
     async def execute(self, call: ToolCall) -> ToolResult:
         """Run ``call`` through the whole pipeline; returns a result, never raises
         for tool failures (``asyncio.CancelledError`` propagates after the body settles)."""
-        return await execute(self, call)
+        return await run_call(self, prepare_call(self, call))
 
     def _resolve(self, call: ToolCall) -> ToolDefinition | str:
         """The definition ``call`` runs, or the UNKNOWN_TOOL message explaining why none
@@ -313,8 +309,10 @@ class ToolRegistry(Layer):
         tracer = CallTracer(tracer_provider, record_values=bool(record_values),
                             max_value_bytes=max_value_bytes)
         self._tracer = tracer
+        stop_listening = self.listen(tracer, first=True)
 
         def undo() -> None:
+            stop_listening()
             if self._tracer is tracer:
                 self._tracer = None
 
@@ -324,6 +322,25 @@ class ToolRegistry(Layer):
     def instrumentation(self) -> CallTracer | None:
         """What :meth:`instrument` switched on (its tracer and settings), else ``None``."""
         return self._tracer
+
+    # Lifecycle ----------------------------------------------------------------------------
+    def listen(self, listener: CallListener, *, first: bool = False) -> Disposer:
+        """Tell ``listener`` the stages of every call (those its ``watches`` selects), from
+        calls that start now on; returns the undo. Subclass
+        :class:`~dsh_jupyter.registry.lifecycle.CallListener` and implement the stages you
+        need (its docstrings are the contract)::
+
+            class Timings(CallListener):
+                def on_call_end(self, run):
+                    print(run.name, run.ended - run.started)
+
+            undo = registry.listen(Timings())
+
+        Listeners are told in registration order; ``first=True`` puts this one before
+        those registered without it (tracing does, so its span ids are there for the
+        rest). A stage name that is no stage (a typo) raises ``RegistrationError``."""
+        return Disposer(self._listeners.add(listener, first=first),
+                        f"listener {_callable_name(listener)}")
 
     # Notifications -----------------------------------------------------------------------
     def on_change(self, listener: Callable[[RegistryChange], None]) -> Undo:
@@ -369,5 +386,8 @@ def _subscribe(bucket: list[Callable[..., None]], item: Callable[..., None],
         if item in bucket:
             bucket.remove(item)
 
-    name = getattr(item, "__qualname__", None) or type(item).__name__
-    return Disposer(undo, f"{what} {name}")
+    return Disposer(undo, f"{what} {_callable_name(item)}")
+
+
+def _callable_name(item: object) -> str:
+    return getattr(item, "__qualname__", None) or type(item).__name__
