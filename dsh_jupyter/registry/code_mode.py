@@ -21,8 +21,8 @@ wrote none has the value and content above, byte for byte.
 from __future__ import annotations
 
 import asyncio
-import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, cast
 
 from .._images import check_image
@@ -30,14 +30,14 @@ from .._waiting import wait_uncancelled
 from ..errors import CodeModeError, CodeRunFailedError
 from ..json_dump import dump_json
 from ..json_value import JsonObject, JsonValue, snapshot_json
-from ..runtime import CodeRunResult, Display, runtime_is_stateful
+from ..runtime import CodeRunResult, Display, RunFile, runtime_is_stateful
 from .bridge import DispatchBridge
-from .definition import ToolDefinition, ToolOutput
+from .definition import OutputCall, ToolDefinition, ToolOutput
 from .execution import ToolRunContext, TraceValue
 from .pipeline import CANCELLED_REASON
 from .presentation import GenericCallView
 from .results import Content, ContentBlock
-from .run_files import FilesForMeta, card_entries, file_entries, file_lines
+from .run_files import card_entries, file_entries, file_lines, files_of
 from .schema import compile_schema
 from .scope import RESERVED_NAME
 
@@ -109,71 +109,79 @@ def render_result_value(value: JsonValue) -> str:
     return dump_json(value, indent=2, compact_depth=5)
 
 
-class RunCodeRendering:
-    """run_code's ``output.render`` (:meth:`content`) and ``presentation_meta``
-    (:meth:`meta`), which render the result once between them.
+def _never() -> bool:
+    return False
 
-    Both show the rendered result, and rendering a large one takes seconds. The
-    pipeline calls ``content`` and then, for a top-level call, ``meta`` with the same
-    frozen value, so ``content`` keeps the text next to the value it rendered and
-    ``meta`` takes it when handed that very value (compared with ``is``: the value is
-    held, so its identity cannot be recycled). One slot per run_code definition; a
-    miss (another run rendered in between, or a post-execute hook replaced the value)
-    renders again. Either method may run in a worker thread (large values)."""
 
-    def __init__(self, render: Callable[[JsonValue], str] = render_result_value, *,
-                 stateful: Callable[[], bool] = lambda: False) -> None:
-        self._render = render
-        self._stateful = stateful
-        self._lock = threading.Lock()
-        self._kept: tuple[JsonValue, str] | None = None
-        self.files = FilesForMeta()
+_RENDERED = object()
+"""The key of what :meth:`RunCodeOutput.render_for` keeps in a call's state."""
 
-    def content(self, _args: JsonValue, value: JsonValue) -> Content:
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RunCodeOutput(ToolOutput):
+    """run_code's output declaration. The content and the card's meta both show the
+    rendered result, and rendering a large one takes seconds: :meth:`render_for` keeps
+    the text in the call's state next to the value it rendered, and :meth:`meta_for`
+    takes it when handed that very value (a post-execute hook that replaced the value
+    gets a fresh rendering). The card's files are the value's, with the bytes of the
+    collected ones from the call's attachments. ``render`` and ``presentation_meta``
+    (without the call) render afresh and show no files' bytes."""
+
+    render_result: Callable[[JsonValue], str] = render_result_value
+    stateful: Callable[[], bool] = _never
+
+    def render_for(self, call: OutputCall, value: JsonValue) -> Content:
         assert isinstance(value, dict)
-        parts = list(cast(list[str], value.get("logs") or []))
-        if "result" in value:
-            result = self._render(value["result"])
-            with self._lock:
-                self._kept = (value, result)
-            parts.append(result)
-        images = cast(list[dict[str, str]], value.get("images") or [])
-        omitted = value.get("images_omitted")
-        if omitted:
-            parts.append(f"({omitted} more image{'s' if omitted != 1 else ''} not attached: "
-                         f"at most {RUN_CODE_MAX_IMAGES} per run)")
-        parts += file_lines(value)
-        text = "\n".join(parts)
-        if not text and images:
-            text = (f"(run_code completed with no text output; {len(images)} "
-                    f"image{'s' if len(images) != 1 else ''} attached)")
-        blocks: list[ContentBlock] = [{"type": "text", "text": text if text else NO_OUTPUT}]
-        blocks += [{"type": "image", "data": image["data"], "mime_type": image["mime_type"]}
-                   for image in images]
-        return tuple(blocks)
+        rendered = self.render_result(value["result"]) if "result" in value else None
+        call.state[_RENDERED] = (value, rendered)
+        return run_code_content(value, rendered)
 
-    def meta(self, _args: JsonValue, value: JsonValue) -> JsonValue:
-        """The logs and the rendered result, kept apart for cards."""
-        assert isinstance(value, dict)
-        logs = value.get("logs")
-        meta: dict[str, JsonValue] = {"logs": list(logs) if isinstance(logs, list) else []}
-        if "result" in value:
-            result = self._take(value)
-            meta["result"] = result if result is not None else self._render(value["result"])
-        files = self.files.take(_args)
-        if files:
-            meta["files"] = card_entries(files)
-        if self._stateful():  # the log says so: an export re-runs it in one session too
-            meta["stateful"] = True
-        return meta
+    def meta_for(self, call: OutputCall, value: JsonValue) -> JsonValue:
+        kept = call.state.pop(_RENDERED, None)
+        rendered = kept[1] if kept is not None and kept[0] is value else None
+        return run_code_meta(value, rendered, call.attachments,
+                             render_result=self.render_result, stateful=self.stateful)
 
-    def _take(self, value: JsonValue) -> str | None:
-        with self._lock:
-            kept = self._kept
-            if kept is None or kept[0] is not value:
-                return None
-            self._kept = None  # the call is done with it: hold the value no longer
-            return kept[1]
+
+def run_code_meta(value: JsonValue, rendered: str | None, attachments: Sequence[RunFile], *,
+                  render_result: Callable[[JsonValue], str] = render_result_value,
+                  stateful: Callable[[], bool] = _never) -> JsonValue:
+    """The card's meta of a run's value: the logs and the rendered result (``rendered``,
+    else rendered here) kept apart, the files (with the bytes of those in
+    ``attachments``), and whether the runtime is stateful."""
+    assert isinstance(value, dict)
+    logs = value.get("logs")
+    meta: dict[str, JsonValue] = {"logs": list(logs) if isinstance(logs, list) else []}
+    if "result" in value:
+        meta["result"] = rendered if rendered is not None else render_result(value["result"])
+    files = files_of(value, attachments)
+    if files:
+        meta["files"] = card_entries(files)
+    if stateful():  # the log says so: an export re-runs it in one session too
+        meta["stateful"] = True
+    return meta
+
+
+def run_code_content(value: JsonObject, rendered: str | None) -> Content:
+    """The content of a run's value: the logs, the rendered result (``rendered``, else
+    rendered here), the images' note and the files' lines, then the images."""
+    parts = list(cast(list[str], value.get("logs") or []))
+    if "result" in value:
+        parts.append(rendered if rendered is not None else render_result_value(value["result"]))
+    images = cast(list[dict[str, str]], value.get("images") or [])
+    omitted = value.get("images_omitted")
+    if omitted:
+        parts.append(f"({omitted} more image{'s' if omitted != 1 else ''} not attached: "
+                     f"at most {RUN_CODE_MAX_IMAGES} per run)")
+    parts += file_lines(value)
+    text = "\n".join(parts)
+    if not text and images:
+        text = (f"(run_code completed with no text output; {len(images)} "
+                f"image{'s' if len(images) != 1 else ''} attached)")
+    blocks: list[ContentBlock] = [{"type": "text", "text": text if text else NO_OUTPUT}]
+    blocks += [{"type": "image", "data": image["data"], "mime_type": image["mime_type"]}
+               for image in images]
+    return tuple(blocks)
 
 
 def failure_message(result: CodeRunResult) -> str:
@@ -197,7 +205,7 @@ def run_code_definition(registry: RegistryView, ordering: SubCallOrdering) -> To
     sub-calls ordered by ``ordering`` (registered on the registry)."""
 
     async def run_code(args: Any, ctx: ToolRunContext) -> JsonValue:
-        return await _run_program(registry, ordering, str(args["code"]), ctx, rendering.files)
+        return await _run_program(registry, ordering, str(args["code"]), ctx)
 
     def parse(args: JsonObject) -> JsonObject:
         description = args.get("description")
@@ -208,18 +216,32 @@ def run_code_definition(registry: RegistryView, ordering: SubCallOrdering) -> To
                                 ['"description" must not be blank'])
         return args
 
-    rendering = RunCodeRendering(
-        stateful=lambda: runtime_is_stateful(registry.code_runtime))
     return ToolDefinition(
         name=RESERVED_NAME, description=RUN_CODE_DESCRIPTION, parameters=RUN_CODE_PARAMETERS,
-        output=ToolOutput(schema=RUN_CODE_OUTPUT, render=rendering.content,
-                          presentation_meta=rendering.meta),
+        output=run_code_output(stateful=lambda: runtime_is_stateful(registry.code_runtime)),
         execute=run_code, validator=compile_schema(RUN_CODE_PARAMETERS), parse_args=parse,
         output_validator=compile_schema(RUN_CODE_OUTPUT), present_call=present_run_code)
 
 
+def run_code_output(*, render_result: Callable[[JsonValue], str] = render_result_value,
+                    stateful: Callable[[], bool] = _never) -> RunCodeOutput:
+    """run_code's output declaration: ``render_result`` renders a program's result,
+    ``stateful`` says whether the registry's runtime is stateful (for the card's meta)."""
+
+    def render(_args: JsonValue, value: JsonValue) -> Content:
+        assert isinstance(value, dict)
+        return run_code_content(value, render_result(value["result"]) if "result" in value
+                                else None)
+
+    def meta(_args: JsonValue, value: JsonValue) -> JsonValue:
+        return run_code_meta(value, None, (), render_result=render_result, stateful=stateful)
+
+    return RunCodeOutput(schema=RUN_CODE_OUTPUT, render=render, presentation_meta=meta,
+                         render_result=render_result, stateful=stateful)
+
+
 async def _run_program(registry: RegistryView, ordering: SubCallOrdering, program: str,
-                       ctx: ToolRunContext, files_for_meta: FilesForMeta) -> JsonValue:
+                       ctx: ToolRunContext) -> JsonValue:
     runtime = registry.code_runtime
     if runtime is None:
         raise CodeModeError("run_code needs a code runtime: `async with KernelRuntime() as "
@@ -264,7 +286,6 @@ async def _run_program(registry: RegistryView, ordering: SubCallOrdering, progra
         for file in result.files:
             if file.data is not None:
                 ctx.attach(file)
-        files_for_meta.keep(ctx.arguments, result.files)
     return value
 
 

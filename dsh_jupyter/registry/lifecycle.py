@@ -41,6 +41,7 @@ if TYPE_CHECKING:
     import asyncio
 
     from ..abort import AbortSignal
+    from ..json_value import JsonObject
     from ..runtime import RunFile
     from .definition import ToolDefinition
     from .execution import ExecutionMode, ExecutionToken, ToolCall, ToolExecution, TraceValue
@@ -122,7 +123,7 @@ class CallRun:
         return self.execution.name
 
     @property
-    def arguments(self) -> Mapping[str, Any]:
+    def arguments(self) -> JsonObject:
         """The snapshotted arguments (frozen JSON)."""
         return self.execution.arguments
 

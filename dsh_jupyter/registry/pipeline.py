@@ -421,7 +421,7 @@ def _success(run: CallRun, definition: ToolDefinition, raw: Any, *, dump: bool,
             return failure(f"{name} returned a value that violates its output schema: "
                            + "; ".join(violations), "INVALID_TOOL_OUTPUT", contexts=contexts)
     try:
-        content = _as_content(definition.output.render(run.execution.arguments, value))
+        content = _as_content(definition.output.render_for(run, value))
     except Exception as exc:
         return failure(f"{name} output render failed: {_describe(exc)}", "INVALID_TOOL_OUTPUT",
                        contexts=contexts)
@@ -519,10 +519,8 @@ async def _with_meta(run: CallRun, definition: ToolDefinition,
 
 def _meta(run: CallRun, definition: ToolDefinition, result: ToolResult) -> ToolResult:
     """Attach ``presentation_meta``. May run in a worker thread: touches no loop object."""
-    meta_fn = definition.output.presentation_meta
-    assert meta_fn is not None
     try:
-        meta = snapshot_json(meta_fn(run.execution.arguments, result.value))
+        meta = snapshot_json(definition.output.meta_for(run, result.value))
     except Exception as exc:
         return failure(f"{definition.name} presentation_meta failed: {_describe(exc)}",
                        "INVALID_TOOL_OUTPUT", contexts=result.additional_contexts)

@@ -8,7 +8,8 @@ Three readers, three shapes:
   so the model's context holds only what the program chose to show.
 - **the user** gets the bytes: each collected file is attached to the ``ToolSuccess``
   (``result.attachments``, :class:`~dsh_jupyter.runtime.RunFile`).
-- **the card and the session log** read ``presentation_meta["files"]``: name, size, type,
+- **the card and the session log** read ``presentation_meta["files"]`` (the value's files,
+  with the bytes of the attached ones: :func:`files_of`): name, size, type,
   the first lines of a text file (:data:`PREVIEW_LINES`, at most :data:`PREVIEW_BYTES`,
   control and bidi characters escaped as in the program's output)
   and, for a small file, its bytes as base64 for a download link (at most
@@ -19,9 +20,8 @@ Three readers, three shapes:
 from __future__ import annotations
 
 import base64
-import threading
 from collections.abc import Sequence
-from typing import cast
+from typing import Any, cast
 
 from .._safe_text import escape_text
 from ..json_value import JsonObject, JsonValue
@@ -102,28 +102,15 @@ def card_entries(files: Sequence[RunFile]) -> list[JsonValue]:
     return entries
 
 
-class FilesForMeta:
-    """Hands a run's files from the run_code body to ``presentation_meta``, which sees
-    only the call's arguments and value. Keyed by the arguments object (the pipeline hands
-    the body and ``presentation_meta`` the very same one; compared with ``is``, and held
-    meanwhile so its identity cannot be recycled). At most :data:`KEPT` calls are held:
-    a call whose meta is never asked for (a hook failed it) is forgotten later."""
-
-    KEPT = 16
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._kept: list[tuple[JsonValue, tuple[RunFile, ...]]] = []
-
-    def keep(self, args: JsonValue, files: tuple[RunFile, ...]) -> None:
-        with self._lock:
-            self._kept.append((args, files))
-            del self._kept[:-self.KEPT]
-
-    def take(self, args: JsonValue) -> tuple[RunFile, ...]:
-        with self._lock:
-            for index, (kept_args, files) in enumerate(self._kept):
-                if kept_args is args:
-                    del self._kept[index]
-                    return files
-        return ()
+def files_of(value: JsonObject, attachments: Sequence[RunFile]) -> list[RunFile]:
+    """The files of a run's ``value`` (its ``files``), each with its bytes when it is one
+    of ``attachments`` (the collected files the body attached to the call)."""
+    collected = {file.name: file for file in attachments}
+    files: list[RunFile] = []
+    for entry in cast(list[dict[str, Any]], value.get("files") or []):
+        file = collected.get(entry["name"])
+        if file is None:
+            file = RunFile(name=entry["name"], size=entry["size"], mime_type=entry["mime_type"],
+                           not_collected=entry.get("not_collected"))
+        files.append(file)
+    return files
