@@ -260,8 +260,10 @@ def run_code_output(value: Any) -> ToolRegistry:
     async def body(args: Any, ctx: Any) -> Any:
         return {"logs": [], "result": value}
 
+    run_code = ToolRegistry(mode="code").get("run_code")
+    assert run_code is not None
     registry.register(dataclasses.replace(
-        registry._run_code, name="big", execute=body, validator=None, parse_args=None))
+        run_code, name="big", execute=body, validator=None, parse_args=None))
     return registry
 
 

@@ -22,15 +22,15 @@ from dsh_jupyter import (
     define_tool,
 )
 from dsh_jupyter.abort import AbortSignal
-from dsh_jupyter.errors import CodeModeError, RegistrationError
-from dsh_jupyter.json_value import JsonValue, snapshot_json
-from dsh_jupyter.kernel import KernelRuntime, KernelRuntimeConfig
-from dsh_jupyter.registry.code_mode import (
+from dsh_jupyter.codemode.run_code import (
     RUN_CODE_MAX_IMAGES,
     model_images,
     render_result_value,
     run_code_output,
 )
+from dsh_jupyter.errors import CodeModeError, RegistrationError
+from dsh_jupyter.json_value import JsonValue, snapshot_json
+from dsh_jupyter.kernel import KernelRuntime, KernelRuntimeConfig
 from dsh_jupyter.registry.pipeline import cancelled_call
 from dsh_jupyter.runtime import Bindings, CodeRunResult, CodeRuntime, Display, RunFile
 from dsh_jupyter.testing import InProcessRuntime

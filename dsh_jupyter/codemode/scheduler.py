@@ -37,16 +37,16 @@ from typing import TYPE_CHECKING
 from .._waiting import wait_quietly, wait_uncancelled
 from ..events import CodeDispatchEvent, CodeDispatchRunningEvent, CodeDispatchStartEvent
 from ..json_value import JsonObject, JsonValue
+from ..registry.execution import ToolCall, ToolRunContext
+from ..registry.lifecycle import CallListener, CallRun, Section
+from ..registry.pipeline import prepare_call, run_call
 from ..runtime import BindingError
-from .execution import ToolCall, ToolRunContext
-from .lifecycle import CallListener, CallRun, Section
-from .pipeline import prepare_call, run_call
 
 if TYPE_CHECKING:
     from ..abort import AbortSignal
     from ..events import SessionEvent
-    from ._view import RegistryView
-    from .results import ToolResult
+    from ..registry.results import ToolResult
+    from ._view import CodeModeHost
 
 
 @dataclass(eq=False, slots=True)
@@ -67,7 +67,7 @@ class SubCall:
 class SubCallScheduler:
     """The queue and pool of one run's sub-calls (see the module docstring)."""
 
-    def __init__(self, registry: RegistryView, ctx: ToolRunContext,
+    def __init__(self, registry: CodeModeHost, ctx: ToolRunContext,
                  ordering: SubCallOrdering, signal: AbortSignal) -> None:
         self._registry = registry
         self._ctx = ctx
@@ -186,7 +186,7 @@ class SubCallOrdering(CallListener):
 
     watches = "sub-calls"
 
-    def __init__(self, registry: RegistryView) -> None:
+    def __init__(self, registry: CodeModeHost) -> None:
         self._registry = registry
 
     def emit(self, event: SessionEvent) -> None:
