@@ -262,6 +262,32 @@ async def test_a_failing_listener_never_fails_a_call(caplog: pytest.LogCaptureFi
     assert "listener bug" in caplog.text and "section bug" in caplog.text
 
 
+@pytest.mark.parametrize("where", ["making", "entering"])
+async def test_a_lone_failing_section_never_fails_a_call(
+        where: str, caplog: pytest.LogCaptureFixture) -> None:
+    # One section is the common case (Code Mode's ordering alone), run without an exit
+    # stack: a section that breaks is contained there too, and the stage runs once.
+    registry = registry_with_every_stage()
+
+    class BrokenEnter:
+        async def __aenter__(self) -> None:
+            raise RuntimeError("section bug")
+
+        async def __aexit__(self, *exc: object) -> None:
+            raise AssertionError("never entered, never exited")
+
+    class Lone(CallListener):
+        def around_post(self, run: CallRun) -> Section | None:
+            if where == "making":
+                raise RuntimeError("section bug")
+            return BrokenEnter()
+
+    registry.listen(Lone())
+    result = await registry.execute(ToolCall(call_id="c1", name="t"))
+    assert not result.is_error
+    assert "section bug" in caplog.text
+
+
 async def test_a_listener_removed_mid_call_still_sees_that_call_end() -> None:
     registry = ToolRegistry()
     started = asyncio.Event()

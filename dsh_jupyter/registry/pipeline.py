@@ -228,6 +228,8 @@ async def _stages(registry: RegistryView, run: CallRun, hooks: HookChain) -> Too
 async def _within(sections: tuple[Callable[[CallRun], Section | None], ...], run: CallRun,
                   stage: Coroutine[Any, Any, _T]) -> _T:
     """``stage`` inside the listeners' sections for it (Code Mode's ordering)."""
+    if len(sections) == 1:  # the common case (Code Mode's ordering alone): no exit stack
+        return await _within_one(sections[0], run, stage)
     try:
         async with AsyncExitStack() as stack:
             for section in sections:
@@ -239,6 +241,33 @@ async def _within(sections: tuple[Callable[[CallRun], Section | None], ...], run
                     _log.exception("listener %s failed for call %s", _name(section),
                                    run.call_id)
             return await stage
+    finally:
+        stage.close()  # never started when a section was cancelled; a no-op otherwise
+
+
+async def _within_one(section: Callable[[CallRun], Section | None], run: CallRun,
+                      stage: Coroutine[Any, Any, _T]) -> _T:
+    try:
+        try:
+            entered = section(run)
+        except Exception:
+            _log.exception("listener %s failed for call %s", _name(section), run.call_id)
+            entered = None
+        if entered is None:
+            return await stage
+        try:
+            await entered.__aenter__()
+        except Exception:
+            _log.exception("listener %s failed for call %s", _name(section), run.call_id)
+            return await stage
+        try:
+            value = await stage
+        except BaseException as error:
+            if not await entered.__aexit__(type(error), error, error.__traceback__):
+                raise
+            raise  # a section never swallows the stage's error
+        await entered.__aexit__(None, None, None)
+        return value
     finally:
         stage.close()  # never started when a section was cancelled; a no-op otherwise
 
