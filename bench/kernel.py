@@ -41,7 +41,7 @@ from dsh_jupyter.kernel.pool import KernelPool
 from dsh_jupyter.kernel.sandbox import SandboxConfig, confinement_problem
 from dsh_jupyter.kernel.stock import StockLauncher
 from dsh_jupyter.kernel.workspace import Workspace, create_runtime_directory, remove_tree
-from dsh_jupyter.runtime import FunctionBindings
+from dsh_jupyter.runtime import FunctionBindings, RunRequest
 
 NEVER = AbortSignal.never()
 GATEWAY_TESTS = Path(__file__).resolve().parents[1] / "tests" / "gateway"
@@ -191,8 +191,8 @@ async def timed_runs(runtime: KernelRuntime, program: str, samples: int,
         if before is not None:
             await before()
         started = time.perf_counter()
-        result = await runtime.run(program, FunctionBindings({"echo": echo}, session=session),
-                                   NEVER)
+        result = await runtime.run(
+            RunRequest(program, FunctionBindings({"echo": echo}), session=session))
         times.append(time.perf_counter() - started)
         assert result.failure is None, result.failure
     return times
@@ -223,7 +223,7 @@ return {"sequential": sequential, "gathers": gathers, "hundreds": hundreds}
 async def carrier_figures(carrier: str) -> dict[str, list[float]]:
     config = KernelRuntimeConfig(pool_size=0, carrier=carrier)  # type: ignore[arg-type]
     async with KernelRuntime(config) as runtime:
-        result = await runtime.run(ROUND_TRIPS, FunctionBindings({"echo": echo}), NEVER)
+        result = await runtime.run(RunRequest(ROUND_TRIPS, FunctionBindings({"echo": echo})))
     assert result.failure is None and isinstance(result.value, dict), result.failure
     figures: dict[str, list[float]] = {}
     for key, values in result.value.items():
@@ -242,8 +242,8 @@ async def throughput(runs: int, concurrency: int, sandbox: SandboxConfig | None)
         async def worker() -> None:
             while queue:
                 queue.pop()
-                result = await runtime.run("return await tools.echo({'x': 1})",
-                                           FunctionBindings({"echo": echo}), NEVER)
+                result = await runtime.run(RunRequest("return await tools.echo({'x': 1})",
+                                           FunctionBindings({"echo": echo})))
                 assert result.failure is None, result.failure
 
         started = time.perf_counter()
@@ -332,7 +332,8 @@ async def gateway_figures(n: int) -> None:
                 row("run_code, warm pool (client-side, size 1)", ms(statistics.median(warm)),
                     f"p90 {ms(p(warm, 0.9)).strip()}")
                 await settle()
-                result = await runtime.run(ROUND_TRIPS, FunctionBindings({"echo": echo}), NEVER)
+                result = await runtime.run(
+                    RunRequest(ROUND_TRIPS, FunctionBindings({"echo": echo})))
             assert result.failure is None and isinstance(result.value, dict), result.failure
             figures = {key: [float(x) for x in values if isinstance(x, int | float)]
                        for key, values in result.value.items() if isinstance(values, list)}
@@ -383,7 +384,8 @@ async def main(quick: bool, gateway: bool = False) -> None:
     program = "return await tools.echo({'x': 1})"
     for mode, sandbox in modes().items():
         async with KernelRuntime(KernelRuntimeConfig(pool_size=0, sandbox=sandbox)) as runtime:
-            await runtime.run("return 1", FunctionBindings({}), NEVER)  # starts the fork server
+            # starts the fork server
+            await runtime.run(RunRequest("return 1", FunctionBindings({})))
             cold = await timed_runs(runtime, program, n)
         row(f"fresh kernel, no pool, {mode}", ms(statistics.median(cold)),
             f"p90 {ms(p(cold, 0.9)).strip()}")
@@ -407,7 +409,8 @@ async def main(quick: bool, gateway: bool = False) -> None:
         # A stateful session's later runs reuse its kept kernel (no start, no injection).
         config = KernelRuntimeConfig(pool_size=0, sandbox=sandbox, stateful=StatefulConfig())
         async with KernelRuntime(config) as runtime:
-            await runtime.run("return 1", FunctionBindings({}), NEVER)  # starts the fork server
+            # starts the fork server
+            await runtime.run(RunRequest("return 1", FunctionBindings({})))
             first = await timed_runs(runtime, program, 1, session="bench")
             kept = await timed_runs(runtime, program, n * 2, session="bench")
         row(f"stateful session: next run (kept kernel), {mode}", ms(statistics.median(kept)),

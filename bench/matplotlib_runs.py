@@ -24,9 +24,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from dsh_jupyter.abort import AbortSignal
 from dsh_jupyter.kernel import KernelRuntime, KernelRuntimeConfig, fontcache
-from dsh_jupyter.runtime import FunctionBindings
+from dsh_jupyter.runtime import FunctionBindings, RunRequest
 
 PLOT = """\
 import time
@@ -50,11 +49,11 @@ async def _round(seeded: bool) -> tuple[float, float, float]:
         async with KernelRuntime(KernelRuntimeConfig(pool_size=1)) as runtime:
             await asyncio.sleep(1.5)  # the pooled kernel is ready
             started = time.perf_counter()
-            trivial = await runtime.run("return 1", FunctionBindings({}), AbortSignal.never())
+            trivial = await runtime.run(RunRequest("return 1", FunctionBindings({})))
             trivial_seconds = time.perf_counter() - started
             await asyncio.sleep(1.5)  # refilled
             started = time.perf_counter()
-            plot = await runtime.run(PLOT, FunctionBindings({}), AbortSignal.never())
+            plot = await runtime.run(RunRequest(PLOT, FunctionBindings({})))
             plot_seconds = time.perf_counter() - started
     finally:
         fontcache.seed_font_cache = SEED

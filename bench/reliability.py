@@ -28,6 +28,8 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+from dsh_jupyter.runtime import RunRequest
+
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
@@ -76,7 +78,7 @@ STARTUP_SAMPLES = 5
 
 async def startup_costs(samples: int = STARTUP_SAMPLES) -> list[tuple[str, float]]:
     """Median seconds of a trivial run on a fresh kernel (no pool) per launch and sandbox."""
-    from bench.kernel import NEVER, timed_runs
+    from bench.kernel import timed_runs
     from dsh_jupyter.kernel import KernelRuntime, KernelRuntimeConfig
     from dsh_jupyter.kernel.sandbox import SandboxConfig
     from dsh_jupyter.runtime import FunctionBindings
@@ -90,7 +92,7 @@ async def startup_costs(samples: int = STARTUP_SAMPLES) -> list[tuple[str, float
     rows = []
     for label, options in configs:
         async with KernelRuntime(KernelRuntimeConfig(pool_size=0, **options)) as runtime:
-            await runtime.run("return 1", FunctionBindings({}), NEVER)  # warm (fork server up)
+            await runtime.run(RunRequest("return 1", FunctionBindings({})))  # warm (fork server up)
             rows.append((label, statistics.median(await timed_runs(runtime, "return 1", samples))))
     return rows
 

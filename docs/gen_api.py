@@ -58,6 +58,8 @@ MODULES: dict[str, str] = {
                             "(see [sessions.md](sessions.md)).",
     "dsh_jupyter.evaluation": "Task sets, runs and results of the evaluation "
                               "(see [evaluation.md](evaluation.md)).",
+    "dsh_jupyter.loading": "Tools named `MODULE:ATTR` (the CLI's `--tools`, exported "
+                           "notebooks' `open_session_registry`).",
 }
 
 WHERE_NAMES_LIVE = [

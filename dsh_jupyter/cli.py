@@ -13,14 +13,14 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import importlib
 import json
 import sys
-from collections.abc import AsyncIterator, Sequence
-from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from collections.abc import AsyncIterator, Iterator, Sequence
+from contextlib import AsyncExitStack, asynccontextmanager, contextmanager
 from pathlib import Path
 from typing import Any, TextIO
 
+from . import loading
 from ._help import plain_help
 from .evaluation.command import add_arguments as add_eval_arguments
 from .evaluation.command import run_command as run_eval
@@ -107,73 +107,42 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def load_registry(spec: str) -> ToolRegistry:
-    """Import ``MODULE:ATTR``; ATTR may be a registry or a function returning one."""
-    target = _import_target(spec)
-    if callable(target) and not isinstance(target, ToolRegistry):
-        target = target()
-    if not isinstance(target, ToolRegistry):
-        raise SystemExit(f"{spec!r} is a {type(target).__name__}, not a ToolRegistry")
-    return target
+    """:func:`dsh_jupyter.loading.load_registry`; a bad spec exits with its message."""
+    with _exit_on_bad_spec():
+        return loading.load_registry(spec)
 
 
 def load_tools(spec: str) -> ToolRegistry | AgentScope:
-    """Import ``MODULE:ATTR``: a registry or an agent scope, or a function returning one."""
-    target = _import_target(spec)
-    if callable(target) and not isinstance(target, ToolRegistry | AgentScope):
-        target = target()
-    return _tools_or_exit(spec, target, "is")
+    """:func:`dsh_jupyter.loading.load_tools`; a bad spec exits with its message."""
+    with _exit_on_bad_spec():
+        return loading.load_tools(spec)
 
 
 @asynccontextmanager
 async def open_tools(spec: str) -> AsyncIterator[ToolRegistry | AgentScope]:
-    """``MODULE:ATTR`` as a registry or scope for the length of the block. ATTR may be a
-    registry or an agent scope, a function returning one, or an async context manager
-    yielding one (or a function returning such a manager, e.g. an
-    ``@asynccontextmanager`` function): that is how a registry with MCP tools is given,
-    since its connections live inside ``async with``::
-
-        @asynccontextmanager
-        async def tools():
-            registry = ToolRegistry()
-            async with connect_mcp(registry, stdio=["mcp-server-time"]):
-                yield registry
-    """
-    target = _import_target(spec)
-    if callable(target) and not isinstance(target, ToolRegistry | AgentScope):
-        target = target()
-    if isinstance(target, AbstractAsyncContextManager):
-        async with target as entered:
-            yield _tools_or_exit(spec, entered, "yields")
-    else:
-        yield _tools_or_exit(spec, target, "is")
+    """:func:`dsh_jupyter.loading.open_tools`; a bad spec exits with its message (an error
+    inside the block is the block's)."""
+    async with AsyncExitStack() as stack:
+        with _exit_on_bad_spec():
+            tools = await stack.enter_async_context(loading.open_tools(spec))
+        yield tools
 
 
 @asynccontextmanager
 async def open_registry(spec: str) -> AsyncIterator[ToolRegistry]:
-    """:func:`open_tools` where only a registry will do."""
-    async with open_tools(spec) as tools:
-        if not isinstance(tools, ToolRegistry):
-            raise SystemExit(f"{spec!r} is an AgentScope; name its registry and pass "
-                             f"--scope {tools.name}")
-        yield tools
+    """:func:`dsh_jupyter.loading.open_registry`; a bad spec exits with its message."""
+    async with AsyncExitStack() as stack:
+        with _exit_on_bad_spec():
+            registry = await stack.enter_async_context(loading.open_registry(spec))
+        yield registry
 
 
-def _tools_or_exit(spec: str, value: object, verb: str) -> ToolRegistry | AgentScope:
-    if not isinstance(value, ToolRegistry | AgentScope):
-        raise SystemExit(f"{spec!r} {verb} a {type(value).__name__}, not a ToolRegistry or an "
-                         "AgentScope (or an async context manager yielding one)")
-    return value
-
-
-def _import_target(spec: str) -> Any:
-    module_name, _, attr = spec.partition(":")
-    if not module_name or not attr:
-        raise SystemExit(f"--tools expects MODULE:ATTR, got {spec!r}")
-    sys.path.insert(0, str(Path.cwd()))
+@contextmanager
+def _exit_on_bad_spec() -> Iterator[None]:
     try:
-        return getattr(importlib.import_module(module_name), attr)
-    except (ImportError, AttributeError) as exc:
-        raise SystemExit(f"cannot load {spec!r}: {exc}") from None
+        yield
+    except loading.ToolsSpecError as exc:
+        raise SystemExit(str(exc)) from None
 
 
 async def _print_sdk(spec: str, scope_name: str | None, *, out: TextIO) -> int:

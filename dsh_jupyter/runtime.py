@@ -1,12 +1,17 @@
-"""The code runtime seam: run a program with named async bindings.
+"""The code runtime seam, as data: a :class:`RunRequest` in, a :class:`CodeRunResult` out,
+and a :class:`RuntimeInfo` saying what the runtime is and supports.
 
-A runtime knows nothing about tools. It receives a program (the body of an async
-function), :class:`Bindings` (the names the program may call, how to call one, and how
-to tell them the run is over) and a signal. Inside the program each binding is
-reachable as ``tools.<name>(args)`` and ``tools["<name>"](args)``; a call that raises
+A runtime knows nothing about tools. A request carries a program (the body of an async
+function), its :class:`Bindings` (the names the program may call, how to call one, and
+how to tell them the run is over), a signal, and what else the run needs as plain
+fields: the session it belongs to, each binding's argument dict, helper methods, and an
+observer of its output. Inside the program each binding is reachable as
+``tools.<name>(args)`` and ``tools["<name>"](args)``; a call that raises
 :class:`BindingError` makes the program's call raise ``ToolCallError`` (carrying the
 binding name and the message). ``run`` reports every outcome as data: it raises only
-for misuse.
+for misuse::
+
+    result = await runtime.run(RunRequest(program, FunctionBindings({"add": add})))
 
 The end of a run is part of the contract: when the program has ended, for any reason
 (result, failure, abort, disposal), the runtime calls ``bindings.close(reason)`` once,
@@ -14,43 +19,46 @@ then waits for the calls still in flight before it returns. ``close`` must make 
 calls stop (a call still queued fails, a running one sees its signal), or the run would
 wait for them until they end on their own.
 
-Output as it happens: bindings that also implement :class:`OutputObserver` are told
-each completed log line, and each rich display of the program (``display(obj)``, a
-matplotlib figure), while the program runs, in order. It is a view for people (live
-cards); the result still carries every log line the run kept, and its displays.
+The request's fields:
 
-Helpers: bindings that also implement :class:`HelperBindings` name some of their
-bindings as methods of ``tools`` with positional arguments (discovery's
-``tools.search("words")``); a runtime that does not know them still offers them as
-plain bindings (``tools["tools.search"]({"query": "words"})``).
+- ``observer`` (an :class:`OutputObserver`): told each completed log line, and each rich
+  display of the program (``display(obj)``, a matplotlib figure), while the program
+  runs, in order. It is a view for people (live cards); the result still carries every
+  log line the run kept, and its displays.
+- ``helpers``: bindings offered as methods of ``tools`` with positional arguments
+  (discovery's ``tools.search("words")``); a runtime that does not know them still
+  offers them as plain bindings (``tools["tools.search"]({"query": "words"})``).
+- ``signatures``: the argument dict each binding takes, so a program that calls one
+  wrongly (``tools.add(1, 2)``) is told how to call it. A program calls such a binding
+  with one dict (or with keywords, which become the dict); anything else raises
+  ``TypeError`` in the program and calls nothing. A binding without a signature takes
+  any one JSON value (``tools.double(21)``).
+- ``session``: which conversation the run belongs to. A *stateful* runtime
+  (``info.stateful``) runs the programs of one session key in one interpreter, so their
+  top-level names persist; a run without a key, and every run of a stateless runtime,
+  starts fresh.
 
-Signatures: bindings that also implement :class:`SignatureBindings` say what argument
-dict each binding takes, so a program that calls one wrongly (``tools.add(1, 2)``) is told
-how to call it. A program calls such a binding with one dict (or with keywords, which
-become the dict); anything else raises ``TypeError`` in the program and calls nothing. A
-binding without a signature takes any one JSON value (``tools.double(21)``).
-
-Sessions: bindings that also implement :class:`SessionBindings` say which conversation
-their run belongs to. A *stateful* runtime (one whose ``stateful`` property is true; read
-it with :func:`runtime_is_stateful`, other runtimes need not define it) runs the programs
-of one session key in one interpreter, so their top-level names persist; a run without a
-key, and every run of a stateless runtime, starts fresh.
+Before 0.2 these were optional faces of the bindings object (:class:`SessionBindings`,
+:class:`SignatureBindings`, :class:`HelperBindings`, :class:`OutputObserver`), sniffed
+by every runtime; :meth:`RunRequest.from_bindings` still reads them, in one place, for
+bindings written that way.
 """
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Awaitable, Callable, Collection, Mapping
-from dataclasses import dataclass, field
-from typing import Literal, Protocol, TypeAlias, runtime_checkable
+from dataclasses import KW_ONLY, dataclass, field
+from typing import Any, Literal, Protocol, TypeAlias, runtime_checkable
 
 from .abort import AbortController, AbortSignal
 from .json_value import JsonValue
 
 __all__ = ["Binding", "BindingError", "Bindings", "CodeRunFailure", "CodeRunResult", "CodeRuntime",
            "Display", "FailureKind", "FunctionBindings", "HelperBindings", "OutputObserver",
-           "RunFact", "RunFile", "RuntimeInputs", "SessionBindings", "SignatureBindings",
-           "binding_helpers", "binding_session", "binding_signatures", "input_names",
-           "runtime_is_stateful"]
+           "RunFact", "RunFile", "RunRequest", "RuntimeInfo", "RuntimeInputs",
+           "SessionBindings", "SignatureBindings", "as_code_runtime", "binding_helpers",
+           "binding_session", "binding_signatures", "input_names", "runtime_is_stateful"]
 
 FailureKind = Literal[
     "exception", "timeout", "abort", "kernel-exit", "invalid-output", "output-limit",
@@ -107,7 +115,7 @@ class Display:
 
 @runtime_checkable
 class OutputObserver(Protocol):
-    """Optional second face of :class:`Bindings`: output while the program runs."""
+    """Told a program's output while it runs (:attr:`RunRequest.observer`)."""
 
     def on_log(self, line: str) -> None:
         """A completed log line (one entry of the result's ``logs``)."""
@@ -120,7 +128,8 @@ class OutputObserver(Protocol):
 
 @runtime_checkable
 class HelperBindings(Protocol):
-    """Optional third face of :class:`Bindings`: helper methods on ``tools``."""
+    """Before :attr:`RunRequest.helpers`: bindings that name helper methods on ``tools``
+    (read by :meth:`RunRequest.from_bindings`)."""
 
     @property
     def helpers(self) -> Mapping[str, str]:
@@ -134,7 +143,8 @@ class HelperBindings(Protocol):
 
 @runtime_checkable
 class SessionBindings(Protocol):
-    """Optional fourth face of :class:`Bindings`: the session the run belongs to."""
+    """Before :attr:`RunRequest.session`: bindings that say the session their run belongs
+    to (read by :meth:`RunRequest.from_bindings`)."""
 
     @property
     def session_key(self) -> str | None:
@@ -146,7 +156,8 @@ class SessionBindings(Protocol):
 
 @runtime_checkable
 class SignatureBindings(Protocol):
-    """Optional fifth face of :class:`Bindings`: the argument dict of each binding."""
+    """Before :attr:`RunRequest.signatures`: bindings that say each binding's argument
+    dict (read by :meth:`RunRequest.from_bindings`)."""
 
     @property
     def signatures(self) -> Mapping[str, str]:
@@ -174,8 +185,11 @@ def binding_session(bindings: Bindings) -> str | None:
 
 
 def runtime_is_stateful(runtime: object) -> bool:
-    """Whether ``runtime`` keeps a session's state between runs (its ``stateful``
-    property; a runtime without one runs every program fresh)."""
+    """Whether ``runtime`` keeps a session's state between runs (``info.stateful``; for a
+    runtime written before :class:`RuntimeInfo`, its ``stateful`` property)."""
+    info = getattr(runtime, "info", None)
+    if isinstance(info, RuntimeInfo):
+        return info.stateful
     return getattr(runtime, "stateful", False) is True
 
 
@@ -193,10 +207,10 @@ class FunctionBindings:
     when the run closes them, so a callable can stop work the program no longer awaits::
 
         bindings = FunctionBindings({"search": search})
-        result = await runtime.run(program, bindings, AbortSignal.never())
+        result = await runtime.run(RunRequest(program, bindings))
 
-    ``session`` names the run's session (:class:`SessionBindings`): on a stateful runtime,
-    runs with the same name share their top-level variables.
+    ``session`` (before :attr:`RunRequest.session`) names the run's session for
+    :meth:`RunRequest.from_bindings`; prefer ``RunRequest(..., session="name")``.
     """
 
     def __init__(self, functions: Mapping[str, Binding], *, session: str | None = None) -> None:
@@ -305,8 +319,8 @@ class RunFile:
 
 @runtime_checkable
 class RuntimeInputs(Protocol):
-    """Optional second face of a :class:`CodeRuntime`: read-only input files every run
-    sees under ``inputs/`` in its working directory (Code Mode tells the model)."""
+    """Before :class:`RuntimeInfo`: a runtime's read-only input files (now
+    ``info.inputs``)."""
 
     @property
     def input_names(self) -> tuple[str, ...]:
@@ -315,26 +329,170 @@ class RuntimeInputs(Protocol):
 
 
 def input_names(runtime: object) -> tuple[str, ...]:
-    """The inputs ``runtime`` declares (see :class:`RuntimeInputs`), else ``()``."""
+    """The inputs ``runtime`` declares (``info.inputs``; for a runtime written before
+    :class:`RuntimeInfo`, its :class:`RuntimeInputs` face), else ``()``."""
+    info = getattr(runtime, "info", None)
+    if isinstance(info, RuntimeInfo):
+        return info.inputs
     if not isinstance(runtime, RuntimeInputs):
         return ()
     return tuple(str(name) for name in runtime.input_names)
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RuntimeInfo:
+    """What a runtime is and supports, as data (Code Mode reads it for the SDK it renders
+    and the prompt it writes; deployments for how contained a run is).
+
+    - ``language``: selects the SDK renderer (``"python"``);
+    - ``isolation``: how contained a run is (``"kernel"``, ``"in-process"``);
+    - ``stateful``: runs with the same :attr:`RunRequest.session` share their top-level
+      names (the prompt tells the model);
+    - ``inputs``: read-only files every run finds below ``inputs/`` (a directory's name
+      ends in ``/``; the prompt lists them);
+    - ``files``: files a program writes below ``outputs/`` come back in
+      :attr:`CodeRunResult.files`;
+    - ``remote``: programs run on another machine (a Jupyter Gateway's kernels).
+    """
+
+    language: str = "python"
+    isolation: str
+    stateful: bool = False
+    inputs: tuple[str, ...] = ()
+    files: bool = False
+    remote: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class RunRequest:
+    """One program to run, and everything the run needs (see the module docstring):
+    ``RunRequest(program, bindings, signal, session=..., signatures=..., helpers=...,
+    observer=...)``. Checked when made: a mistake raises ``TypeError``/``ValueError``
+    saying which field."""
+
+    program: str
+    bindings: Bindings
+    signal: AbortSignal = field(default_factory=AbortSignal.never)
+    _: KW_ONLY
+    session: str | None = None
+    """The run's conversation: on a stateful runtime, runs with the same key share one
+    interpreter, used by no other key (so the key must be unique to the conversation,
+    never derived from anything two could share). ``None``: a one-off run."""
+    signatures: Mapping[str, str] = field(default_factory=dict)
+    """``{binding name: its argument dict, one line}`` in the runtime's language, e.g.
+    ``{"add": '{"a": int, "b": int}'}``: a program that calls ``add`` wrongly reads
+    ``await tools.add({"a": int, "b": int})``. A name left out takes any one JSON value."""
+    helpers: Mapping[str, str] = field(default_factory=dict)
+    """``{method: binding name}``, e.g. ``{"search": "tools.search"}``: ``tools.search(
+    "words", limit=5)`` calls binding ``tools.search`` with ``{"query": "words",
+    "limit": 5}`` (the kernel module knows each helper's parameters). Each method shadows a
+    tool's attribute name (that tool stays reachable as ``tools["search"]``)."""
+    observer: OutputObserver | None = None
+    """Told the program's output while it runs (see :class:`OutputObserver`)."""
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.program, str):
+            raise TypeError(f"RunRequest.program must be a str (the program's text), not "
+                            f"{type(self.program).__name__}")
+        if not isinstance(self.signal, AbortSignal):
+            raise TypeError(f"RunRequest.signal must be an AbortSignal "
+                            f"(AbortSignal.never() for none), not {type(self.signal).__name__}")
+        if self.session is not None and (not isinstance(self.session, str) or not self.session):
+            raise ValueError(f"RunRequest.session must be a non-empty string or None, not "
+                             f"{self.session!r}")
+        names = set(self.bindings.names)
+        for method, binding in self.helpers.items():
+            if not isinstance(method, str) or binding not in names:
+                raise ValueError(f"RunRequest.helpers maps {method!r} to {binding!r}, which is "
+                                 f"not one of the bindings' names")
+        for name, text in self.signatures.items():
+            if name not in names or not isinstance(text, str):
+                raise ValueError(f"RunRequest.signatures gives {name!r} {text!r}: each key must "
+                                 f"be one of the bindings' names and each value a str")
+
+    @classmethod
+    def from_bindings(cls, program: str, bindings: Bindings,
+                      signal: AbortSignal | None = None) -> RunRequest:
+        """A request whose session, signatures, helpers and observer are read from the
+        optional faces of ``bindings`` (:class:`SessionBindings`, :class:`SignatureBindings`,
+        :class:`HelperBindings`, :class:`OutputObserver`): for bindings written before
+        :class:`RunRequest` carried them as fields."""
+        return cls(program, bindings, AbortSignal.never() if signal is None else signal,
+                   session=binding_session(bindings), signatures=binding_signatures(bindings),
+                   helpers=binding_helpers(bindings),
+                   observer=bindings if isinstance(bindings, OutputObserver) else None)
+
+
 @runtime_checkable
 class CodeRuntime(Protocol):
-    """Runs model-written programs. ``language`` selects the SDK renderer
-    (``"python"``); ``isolation`` tells deployments how contained a run is
-    (``"kernel"``, ``"in-process"``). A runtime may also have a ``stateful`` property
-    (see :func:`runtime_is_stateful` and the module docstring); the prompt tells the model
-    which kind it has."""
+    """Runs model-written programs: ``info`` says what it is and supports (read once per
+    use, never sniffed), ``run`` runs one :class:`RunRequest` and reports every outcome as
+    a :class:`CodeRunResult`. ``KernelRuntime`` (``dsh_jupyter.kernel``) runs each
+    program in a fresh confined kernel; ``InProcessRuntime`` (``dsh_jupyter.testing``)
+    in this process, for tests."""
 
     @property
-    def language(self) -> str: ...
+    def info(self) -> RuntimeInfo: ...
 
-    @property
-    def isolation(self) -> str: ...
+    async def run(self, request: RunRequest) -> CodeRunResult: ...
 
-    async def run(
-        self, program: str, bindings: Bindings, signal: AbortSignal
-    ) -> CodeRunResult: ...
+
+def as_code_runtime(runtime: object) -> CodeRuntime:
+    """``runtime`` as a :class:`CodeRuntime`. One written before :class:`RunRequest` and
+    :class:`RuntimeInfo` (``language``, ``isolation`` and ``run(program, bindings,
+    signal)``) is wrapped, with a ``DeprecationWarning`` naming what to change; anything
+    else raises ``TypeError`` saying what a runtime needs."""
+    if isinstance(getattr(runtime, "info", None), RuntimeInfo) and callable(
+            getattr(runtime, "run", None)):
+        return runtime  # type: ignore[return-value]  # info and run are what the seam reads
+    if all(hasattr(runtime, name) for name in ("language", "isolation", "run")):
+        warnings.warn(
+            f"{type(runtime).__name__} is a code runtime written before dsh-jupyter 0.2: give "
+            f"it an `info` property (a RuntimeInfo) and `async def run(self, request: "
+            f"RunRequest)`; it is adapted for now", DeprecationWarning, stacklevel=3)
+        return _LegacyRuntime(runtime)
+    raise TypeError(f"a code runtime needs an `info` property (a RuntimeInfo) and `async def "
+                    f"run(self, request: RunRequest) -> CodeRunResult`; "
+                    f"{type(runtime).__name__} has neither (use KernelRuntime from "
+                    f"dsh_jupyter.kernel)")
+
+
+class _LegacyRuntime:
+    """A runtime written before :class:`RunRequest`, seen through the current seam: the
+    request's fields become the bindings' optional faces again."""
+
+    def __init__(self, runtime: Any) -> None:
+        self.wrapped = runtime
+        self.info = RuntimeInfo(language=str(runtime.language), isolation=str(runtime.isolation),
+                                stateful=getattr(runtime, "stateful", False) is True,
+                                inputs=input_names(runtime))
+
+    async def run(self, request: RunRequest) -> CodeRunResult:
+        result: CodeRunResult = await self.wrapped.run(
+            request.program, _FacedBindings(request), request.signal)
+        return result
+
+
+class _FacedBindings:
+    """A request's bindings with its fields as the optional faces a legacy runtime reads."""
+
+    def __init__(self, request: RunRequest) -> None:
+        self._request = request
+        self.names = request.bindings.names
+        self.session_key = request.session
+        self.signatures = request.signatures
+        self.helpers = request.helpers
+
+    async def call(self, name: str, args: JsonValue) -> JsonValue:
+        return await self._request.bindings.call(name, args)
+
+    def close(self, reason: str) -> None:
+        self._request.bindings.close(reason)
+
+    def on_log(self, line: str) -> None:
+        if self._request.observer is not None:
+            self._request.observer.on_log(line)
+
+    def on_display(self, display: Display) -> None:
+        if self._request.observer is not None:
+            self._request.observer.on_display(display)

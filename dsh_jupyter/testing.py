@@ -28,7 +28,6 @@ import types
 from typing import Any
 
 from ._safe_text import safe_result
-from .abort import AbortSignal
 from .kernel._inkernel import SOURCE_FILENAME
 from .kernel.bridge import Bridge, Done, done_result
 from .kernel.config import KernelRuntimeConfig
@@ -36,15 +35,7 @@ from .kernel.displays import SafeObserver
 from .kernel.inject import inkernel_source
 from .kernel.logs import OutputLog
 from .kernel.protocol import HostMessage
-from .runtime import (
-    Bindings,
-    CodeRunFailure,
-    CodeRunResult,
-    FailureKind,
-    OutputObserver,
-    binding_helpers,
-    binding_signatures,
-)
+from .runtime import CodeRunFailure, CodeRunResult, FailureKind, RunRequest, RuntimeInfo
 
 __all__ = ["InProcessRuntime"]
 
@@ -77,7 +68,8 @@ class _Stream:
 class InProcessRuntime:
     """A :class:`~dsh_jupyter.runtime.CodeRuntime` for unit tests (no isolation)."""
 
-    language = "python"
+    info = RuntimeInfo(language="python", isolation="in-process")
+    language = "python"  # info's, as before RuntimeInfo
     isolation = "in-process"
 
     def __init__(self, *, wall_seconds: float = 600.0,
@@ -86,12 +78,15 @@ class InProcessRuntime:
         self.max_output_bytes = max_output_bytes
         self.runs = 0
 
-    async def run(self, program: str, bindings: Bindings,
-                  signal: AbortSignal) -> CodeRunResult:
+    async def run(self, request: RunRequest) -> CodeRunResult:
+        if not isinstance(request, RunRequest):
+            raise TypeError(f"run takes a RunRequest, not {type(request).__name__}: "
+                            f"runtime.run(RunRequest(program, bindings, signal))")
+        program, bindings, signal = request.program, request.bindings, request.signal
         self.runs += 1
         limits = KernelRuntimeConfig()
         loop = asyncio.get_running_loop()
-        observer = SafeObserver(bindings) if isinstance(bindings, OutputObserver) else None
+        observer = None if request.observer is None else SafeObserver(request.observer)
         log = OutputLog(self.max_output_bytes,
                         on_entry=None if observer is None else observer.on_log)
         outcome: asyncio.Future[Done | CodeRunFailure] = loop.create_future()
@@ -121,7 +116,7 @@ class InProcessRuntime:
                                            _Stream(log, "stderr", over)))
         task = asyncio.ensure_future(
             kernel.run(sorted(bindings.names), program, self.max_output_bytes,
-                       binding_helpers(bindings), signatures=binding_signatures(bindings)))
+                       dict(request.helpers), signatures=dict(request.signatures)))
         undo = signal.add_listener(lambda reason: settle(_failure("abort", reason)))
         timer = loop.call_later(self.wall_seconds, settle, _failure(
             "timeout", f"the program passed its wall budget of {self.wall_seconds:g} s"))

@@ -21,7 +21,6 @@ from dsh_jupyter import (
     ToolRunContext,
     define_tool,
 )
-from dsh_jupyter.abort import AbortSignal
 from dsh_jupyter.codemode.run_code import (
     RUN_CODE_MAX_IMAGES,
     model_images,
@@ -32,7 +31,14 @@ from dsh_jupyter.errors import CodeModeError, RegistrationError
 from dsh_jupyter.json_value import JsonValue, snapshot_json
 from dsh_jupyter.kernel import KernelRuntime, KernelRuntimeConfig
 from dsh_jupyter.registry.pipeline import cancelled_call
-from dsh_jupyter.runtime import Bindings, CodeRunResult, CodeRuntime, Display, RunFile
+from dsh_jupyter.runtime import (
+    CodeRunResult,
+    CodeRuntime,
+    Display,
+    RunFile,
+    RunRequest,
+    RuntimeInfo,
+)
 from dsh_jupyter.testing import InProcessRuntime
 
 
@@ -143,7 +149,7 @@ def test_code_mode_without_runtime_fails_loudly() -> None:
         registry.prompt()
 
     class Lisp(InProcessRuntime):
-        language = "lisp"
+        info = RuntimeInfo(language="lisp", isolation="in-process")
 
     registry = ToolRegistry(mode="code", code_runtime=Lisp())
     with pytest.raises(CodeModeError, match="no SDK renderer"):
@@ -681,15 +687,13 @@ class Displaying:
     """A code runtime whose every run prints ``logs`` and shows ``displays`` (the
     registry's side of images, without a kernel)."""
 
-    language = "python"
-    isolation = "in-process"
+    info = RuntimeInfo(isolation="in-process")
 
     def __init__(self, logs: Collection[str], displays: Collection[Display]) -> None:
         self.result = CodeRunResult(logs=tuple(logs), displays=tuple(displays))
 
-    async def run(self, program: str, bindings: Bindings, signal: AbortSignal
-                  ) -> CodeRunResult:
-        bindings.close("done")
+    async def run(self, request: RunRequest) -> CodeRunResult:
+        request.bindings.close("done")
         return self.result
 
 

@@ -235,3 +235,13 @@ def test_the_walk_counts_what_runs_and_skips_type_checking(tmp_path: Path) -> No
     assert import_graph("pkg", tmp_path, typing_too=True)["pkg.a"] == {
         "pkg.b", "pkg.c", "pkg.sub.d"}
     assert cycles(graph) == [["pkg", "pkg.a", "pkg.b", "pkg.c", "pkg.sub.d"]]
+
+
+def test_only_the_entry_points_import_the_command_line() -> None:
+    # The CLI sits on top: it imports the package, the package never imports it (what an
+    # exported notebook and the CLI share, resolving MODULE:ATTR, is dsh_jupyter.loading).
+    modules = modules_of("dsh_jupyter")
+    known = set(modules)
+    importers = {name for name, path in modules.items()
+                 if "dsh_jupyter.cli" in edges_of(name, path, known, typing_too=True)}
+    assert importers <= {"dsh_jupyter.__main__"}

@@ -6,6 +6,9 @@ pool, exclusive calls, and the events each call emits).
 Arguments: each call's arguments are snapshotted as lossless JSON here (a bad value
 rejects that one call and consumes no id); what is left is the scheduler's.
 
+The run: :meth:`DispatchBridge.request` is the :class:`~dsh_jupyter.runtime.RunRequest`
+run_code hands its runtime, with the bridge as bindings and observer and the fields below.
+
 Output: the bridge is also the run's :class:`~dsh_jupyter.runtime.OutputObserver`.
 Log lines are batched into ``tool/code-output`` events (at once when the last batch
 is older than :data:`OUTPUT_BATCH_SECONDS`, else at the end of that interval), and a
@@ -17,13 +20,12 @@ also offers its helpers as bindings (:attr:`DispatchBridge.helpers`) and answers
 itself, from that catalog: they read what the scope sees and change nothing, so they
 take no sub-call id, run no policy and emit no event.
 
-Signatures: outside discovery the bridge is also the run's
-:class:`~dsh_jupyter.runtime.SignatureBindings`: each tool's argument dict as the SDK types
+Signatures: outside discovery the request carries each tool's argument dict as the SDK types
 it, for a program that calls a tool wrongly (under discovery the catalog can be large, so
 the program is pointed at ``tools.describe`` instead).
 
-Session: the bridge is also the run's :class:`~dsh_jupyter.runtime.SessionBindings`: its
-key is the calling scope's ``session_key`` (the registry's for a call without a scope), so
+Session: the request's session key is the calling scope's ``session_key`` (the
+registry's for a call without a scope), so
 on a stateful runtime each scope's programs share one kernel and no other scope's.
 
 Settlement: when the program ends the runtime calls :meth:`DispatchBridge.close`: the run
@@ -45,7 +47,7 @@ from ..abort import AbortController, AbortSignal, abort_then_cancel
 from ..events import CodeOutputEvent
 from ..json_value import JsonValue, NotJsonError, snapshot_json
 from ..registry.execution import ToolRunContext
-from ..runtime import BindingError, Display
+from ..runtime import BindingError, Display, RunRequest
 from .discovery import Catalog, helper_bindings
 from .scheduler import SubCallOrdering, SubCallScheduler
 from .sdk_python import argument_shape
@@ -110,6 +112,12 @@ class DispatchBridge:
         """``{"search": binding, "describe": binding}`` under discovery, else empty: the
         methods a runtime adds to ``tools``, and the binding names they call."""
         return self._helpers
+
+    def request(self, program: str) -> RunRequest:
+        """The run of ``program`` with this bridge as its bindings and output observer,
+        and the session, signatures and helpers above as the request's fields."""
+        return RunRequest(program, self, self.signal, session=self.session_key,
+                          signatures=self.signatures, helpers=self.helpers, observer=self)
 
     async def call(self, name: str, args: JsonValue) -> JsonValue:
         helper = self._helper_of.get(name)

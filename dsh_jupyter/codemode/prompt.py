@@ -9,17 +9,17 @@
   instead of the SDK module; programs find and type tools with ``tools.search`` and
   ``tools.describe`` (:mod:`~dsh_jupyter.codemode.discovery`). The section keeps its id
   and place, so accounting counts it as the SDK it replaces.
-- A code runtime with input files (:class:`~dsh_jupyter.runtime.RuntimeInputs`, e.g.
-  ``KernelRuntimeConfig(inputs=...)``) adds section ``tools:files`` (order 160) naming
-  them and ``outputs/``; without inputs there is no such section.
+- A code runtime with input files (its :class:`~dsh_jupyter.runtime.RuntimeInfo`'s
+  ``inputs``, e.g. ``KernelRuntimeConfig(inputs=...)``) adds section ``tools:files``
+  (order 160) naming them and ``outputs/``; without inputs there is no such section.
 
 Code modes need a code runtime whose language has an SDK renderer; otherwise
 assembly fails loudly with :class:`~dsh_jupyter.errors.CodeModeError`.
 
 The instructions say how runs behave: each in a fresh kernel (the fixed text, unchanged),
-or, when the runtime is stateful (:func:`~dsh_jupyter.runtime.runtime_is_stateful`), that
-what a program defines persists into the conversation's later runs (:data:`STATEFUL_RUNS`
-replaces the fresh-run sentence).
+or, when the runtime is stateful (``info.stateful``), that what a program defines
+persists into the conversation's later runs (:data:`STATEFUL_RUNS` replaces the fresh-run
+sentence).
 """
 
 from __future__ import annotations
@@ -31,7 +31,6 @@ from ..errors import CodeModeError
 from ..json_value import JsonObject, thaw
 from ..registry.assembly import PromptSection
 from ..registry.scope import RESERVED_NAME, AgentScope, PresentationMode
-from ..runtime import input_names, runtime_is_stateful
 from .discovery import DISCOVERY_RULE, Catalog, discovery_instructions
 from .run_code import RUN_CODE_DESCRIPTION, RUN_CODE_PARAMETERS
 from .run_files import files_instructions
@@ -82,7 +81,7 @@ def code_sections(registry: CodeModeHost, scope: AgentScope | None, mode: Presen
         rule = PromptSection(id="tools:code-only", order=99,
                              text=CODE_ONLY_RULE if mode == "code" else "")
     sections = [rule, sdk]
-    inputs = input_names(registry.code_runtime)
+    inputs = registry.code_runtime.info.inputs if registry.code_runtime is not None else ()
     if inputs:
         sections.append(PromptSection(id="tools:files", order=160,
                                       text=files_instructions(inputs)))
@@ -106,7 +105,7 @@ def discovery_section(registry: CodeModeHost, scope: AgentScope | None,
     """The ``tools:sdk`` section under ``discovery``: the fixed instructions, then the
     index of the scope's tools (deterministic: it changes only with the tools)."""
     renderer_for(registry)  # the same loud failure as code mode without a runtime
-    language = registry.code_runtime.language if registry.code_runtime is not None else None
+    language = registry.code_runtime.info.language if registry.code_runtime is not None else None
     if language != "python":  # describe shows the Python SDK
         raise CodeModeError(f"discovery needs a Python code runtime; this one runs {language!r}")
     text = f"{runs_text(registry, discovery_instructions())}\n\n{catalog(scope).index()}"
@@ -116,7 +115,7 @@ def discovery_section(registry: CodeModeHost, scope: AgentScope | None,
 def runs_text(registry: CodeModeHost, instructions: str) -> str:
     """``instructions`` as they are for a stateless runtime; on a stateful one, with
     :data:`STATEFUL_RUNS` for the fresh-run sentence."""
-    if not runtime_is_stateful(registry.code_runtime):
+    if registry.code_runtime is None or not registry.code_runtime.info.stateful:
         return instructions
     for sentence in FRESH_RUNS:
         if sentence in instructions:
@@ -133,7 +132,7 @@ def renderer_for(registry: CodeModeHost,
                 "Code Mode needs a code runtime: `async with KernelRuntime() as runtime:` (from "
                 "dsh_jupyter.kernel), then ToolRegistry(code_runtime=runtime, ...); or use "
                 "mode='native'")
-        language = runtime.language
+        language = runtime.info.language
     if language not in SDK_RENDERERS:
         raise CodeModeError(
             f"the code runtime's language {language!r} has no SDK renderer; "

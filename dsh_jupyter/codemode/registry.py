@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 
 from ..errors import RegistrationError
 from ..registry.core import RegistryCore
+from ..runtime import as_code_runtime
 from .mode import CodeMode
 
 if TYPE_CHECKING:
@@ -63,5 +64,17 @@ class ToolRegistry(RegistryCore):
                                     f"{run_code_images!r}")
         self.run_code_images = run_code_images
         self.max_parallel_sub_calls = max_parallel_sub_calls
+        self._code_runtime: CodeRuntime | None = None
         self.code_runtime = code_runtime
         self._code_mode = CodeMode(self)
+
+    @property
+    def code_runtime(self) -> CodeRuntime | None:
+        """Runs ``run_code`` programs (``None`` until one is attached). A runtime written
+        before :class:`~dsh_jupyter.runtime.RunRequest` is adapted, with a deprecation
+        warning (:func:`~dsh_jupyter.runtime.as_code_runtime`)."""
+        return self._code_runtime
+
+    @code_runtime.setter
+    def code_runtime(self, runtime: CodeRuntime | None) -> None:
+        self._code_runtime = None if runtime is None else as_code_runtime(runtime)

@@ -37,7 +37,7 @@ from ..registry.presentation import GenericCallView
 from ..registry.results import Content, ContentBlock
 from ..registry.schema import compile_schema
 from ..registry.scope import RESERVED_NAME
-from ..runtime import CodeRunResult, Display, RunFile, runtime_is_stateful
+from ..runtime import CodeRunResult, Display, RunFile
 from .bridge import DispatchBridge
 from .run_files import card_entries, file_entries, file_lines, files_of
 
@@ -222,7 +222,7 @@ def run_code_definition(registry: CodeModeHost, ordering: SubCallOrdering,
 
     return ToolDefinition(
         name=RESERVED_NAME, description=RUN_CODE_DESCRIPTION, parameters=RUN_CODE_PARAMETERS,
-        output=run_code_output(stateful=lambda: runtime_is_stateful(registry.code_runtime)),
+        output=run_code_output(stateful=lambda: _stateful(registry)),
         execute=run_code, validator=compile_schema(RUN_CODE_PARAMETERS), parse_args=parse,
         output_validator=compile_schema(RUN_CODE_OUTPUT), present_call=present_run_code)
 
@@ -244,6 +244,11 @@ def run_code_output(*, render_result: Callable[[JsonValue], str] = render_result
                          render_result=render_result, stateful=stateful)
 
 
+def _stateful(registry: CodeModeHost) -> bool:
+    runtime = registry.code_runtime
+    return runtime is not None and runtime.info.stateful
+
+
 async def _run_program(registry: CodeModeHost, ordering: SubCallOrdering, catalogs: Catalogs,
                        program: str, ctx: ToolRunContext) -> JsonValue:
     runtime = registry.code_runtime
@@ -255,7 +260,7 @@ async def _run_program(registry: CodeModeHost, ordering: SubCallOrdering, catalo
     discovery = registry.mode_for(ctx.agent) == "discovery"
     bridge = DispatchBridge(registry, ctx, names, ordering,
                             catalog=catalogs(ctx.agent) if discovery else None)
-    run = asyncio.ensure_future(runtime.run(program, bridge, bridge.signal))
+    run = asyncio.ensure_future(runtime.run(bridge.request(program)))
     try:
         result = await asyncio.shield(run)
     except asyncio.CancelledError:

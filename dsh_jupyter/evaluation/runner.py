@@ -46,7 +46,7 @@ from ..agent import (
 from ..agent.accounting import estimate_tokens
 from ..events import JsonlSessionWriter, SessionEvent
 from ..json_value import JsonValue
-from ..runtime import CodeRuntime
+from ..runtime import CodeRuntime, as_code_runtime
 from .checks import run_checks
 from .results import Evaluation, TaskRecord, TokenSource
 from .tasks import MODES, Mode, Task, TaskSet
@@ -94,6 +94,8 @@ async def run_task(task: Task, mode: Mode, *, world: WorldData, model: ChatModel
     after = before.copy()
     registry = tools(after)
     registry.mode = mode
+    if runtime is not None:
+        runtime = as_code_runtime(runtime)
     registry.code_runtime = runtime
     errors = _ToolErrorCounter()
     with contextlib.ExitStack() as stack:
@@ -120,7 +122,7 @@ async def run_task(task: Task, mode: Mode, *, world: WorldData, model: ChatModel
         task=task.id, mode=mode, model=model_label or model.name, repeat=repeat,
         tokens=tokens, token_source=source,
         step_seconds=tuple(r.model_seconds for r in accounting.requests),
-        runtime=runtime.isolation if runtime is not None and mode != "native" else None,
+        runtime=runtime.info.isolation if runtime is not None and mode != "native" else None,
         success=result.stop == "answered" and all(o.passed for o in outcomes),
         stop=result.stop, answer=result.answer, error=error, checks=outcomes,
         steps=accounting.steps, tool_calls=accounting.tool_calls,
@@ -190,7 +192,7 @@ async def run_evaluation(task_set: TaskSet, *,
         "modes": list(chosen), "task_file": str(task_set.path) if task_set.path else None,
         "task_set": task_set.name, "tasks": [t.id for t in task_set.tasks],
         "models": [row.label for row in rows], "repeats": repeats,
-        "runtime": runtime if isinstance(runtime, str) else runtime.isolation,
+        "runtime": runtime if isinstance(runtime, str) else as_code_runtime(runtime).info.isolation,
         "pool_size": pool_size, "max_steps": max_steps, "label": label}
     started = datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
     began = time.monotonic()
@@ -299,7 +301,7 @@ async def _open_runtime(runtime: RuntimeChoice | CodeRuntime, pool_size: int,
     if isinstance(runtime, str):
         raise ValueError(f"runtime must be 'kernel', 'in-process' or a CodeRuntime, "
                          f"not {runtime!r}")
-    return runtime
+    return as_code_runtime(runtime)
 
 
 def _open_log(path: Path) -> IO[str]:

@@ -44,7 +44,7 @@ from .._safe_text import safe_result
 from .._waiting import wait_quietly
 from ..abort import AbortController, AbortSignal
 from ..errors import CodeModeError
-from ..runtime import Bindings, CodeRunFailure, CodeRunResult, RunFact, binding_session
+from ..runtime import CodeRunFailure, CodeRunResult, RunFact, RunRequest, RuntimeInfo
 from . import fontcache
 from .caps import RuntimeCgroups
 from .config import KernelRuntimeConfig
@@ -94,26 +94,38 @@ class KernelRuntime:
             collector=self._collector)
 
     @property
+    def info(self) -> RuntimeInfo:
+        """What this runtime is and supports: Python in a kernel; ``stateful`` when
+        ``config.stateful`` is set (a run keyed by its session keeps its kernel for the
+        session's next run; the prompt tells the model so); ``inputs``, the configured
+        inputs as the program finds them below ``inputs/`` (a directory's name ends in
+        ``/``); files a program writes below ``outputs/`` come back; ``remote`` with a
+        gateway."""
+        inputs = tuple(name + ("/" if path.is_dir() else "")
+                       for name, path in self.config.input_paths.items())
+        return RuntimeInfo(language="python", isolation="kernel",
+                           stateful=self.config.stateful is not None, inputs=inputs, files=True,
+                           remote=self.config.gateway is not None)
+
+    @property
     def language(self) -> str:
+        """``info.language`` (before :class:`~dsh_jupyter.runtime.RuntimeInfo`)."""
         return "python"
 
     @property
     def isolation(self) -> str:
+        """``info.isolation`` (before :class:`~dsh_jupyter.runtime.RuntimeInfo`)."""
         return "kernel"
 
     @property
     def input_names(self) -> tuple[str, ...]:
-        """The configured inputs as the program finds them below ``inputs/`` (a
-        directory's name ends in ``/``); see :class:`~dsh_jupyter.runtime.RuntimeInputs`."""
-        return tuple(name + ("/" if path.is_dir() else "")
-                     for name, path in self.config.input_paths.items())
+        """``info.inputs`` (before :class:`~dsh_jupyter.runtime.RuntimeInfo`)."""
+        return self.info.inputs
 
     @property
     def stateful(self) -> bool:
-        """Whether a run keyed by its session (see
-        :class:`~dsh_jupyter.runtime.SessionBindings`) keeps its kernel for the session's
-        next run (``config.stateful``); the prompt tells the model so."""
-        return self._sessions is not None
+        """``info.stateful`` (before :class:`~dsh_jupyter.runtime.RuntimeInfo`)."""
+        return self.info.stateful
 
     @property
     def sessions(self) -> tuple[SessionInfo, ...]:
@@ -172,39 +184,36 @@ class KernelRuntime:
                         exc: BaseException | None, tb: TracebackType | None) -> None:
         await self.aclose()
 
-    async def run(self, program: str, bindings: Bindings,
-                  signal: AbortSignal) -> CodeRunResult:
-        """Run ``program`` in a fresh kernel with ``bindings`` as ``tools``. Every outcome is a
-        :class:`CodeRunResult`; raises :class:`CodeModeError` only when the runtime is not open."""
+    async def run(self, request: RunRequest) -> CodeRunResult:
+        """Run the request's program in a fresh kernel (its session's kernel, when stateful)
+        with its bindings as ``tools``. Every outcome is a :class:`CodeRunResult`; raises
+        :class:`CodeModeError` only when the runtime is not open."""
+        if not isinstance(request, RunRequest):
+            raise TypeError(f"run takes a RunRequest, not {type(request).__name__}: "
+                            f"runtime.run(RunRequest(program, bindings, signal))")
         if self._state != "open":
             raise CodeModeError(f"the kernel runtime is {_STATE_WORDS[self._state]}")
-        if not isinstance(program, str):
-            raise TypeError("program must be a str")
-        task = asyncio.ensure_future(self._run(program, bindings, signal))
+        task = asyncio.ensure_future(self._run(request))
         self._runs.add(task)
         task.add_done_callback(self._runs.discard)
         return await task
 
-    async def _run(self, program: str, bindings: Bindings,
-                   signal: AbortSignal) -> CodeRunResult:
+    async def _run(self, request: RunRequest) -> CodeRunResult:
         """Every result leaves through :func:`~dsh_jupyter._safe_text.safe_result`: names
         and text escaped (a large value is walked in a worker thread)."""
-        result = await self._outcome(program, bindings, signal)
+        result = await self._outcome(request)
         if isinstance(result.value, dict | list):
             return await asyncio.to_thread(safe_result, result)
         return safe_result(result)
 
-    async def _outcome(self, program: str, bindings: Bindings,
-                       signal: AbortSignal) -> CodeRunResult:
-        signals = (signal, self._disposing.signal)
+    async def _outcome(self, request: RunRequest) -> CodeRunResult:
+        signals = (request.signal, self._disposing.signal)
         for each in signals:
             if each.reason is not None:
                 return _failed("abort", each.reason)
-        key = binding_session(bindings) if self._sessions is not None else None
-        if self._sessions is not None and key is not None:
+        if self._sessions is not None and request.session is not None:
             try:
-                return await self._sessions.run(key, program, bindings, signals,
-                                                self._output_budget)
+                return await self._sessions.run(request, signals, self._output_budget)
             finally:
                 self._fill_pool()
         asked = time.monotonic()
@@ -214,7 +223,7 @@ class KernelRuntime:
         session, pooled = obtained
         facts = self._facts("pool" if pooled else "cold", time.monotonic() - asked)
         try:
-            result = await session.run(program, bindings, signals, self._output_budget)
+            result = await session.run(request, signals, self._output_budget)
             collector = self._collector(session)
             if collector is not None:  # the kernel is dead: its files hold still
                 collected = await asyncio.to_thread(collector.collect)

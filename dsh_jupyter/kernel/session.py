@@ -22,7 +22,7 @@ from pathlib import Path
 import zmq.asyncio
 
 from ..abort import AbortSignal
-from ..runtime import Bindings, CodeRunResult
+from ..runtime import CodeRunResult, RunRequest
 from .carrier import CarrierListener, SocketCarrier
 from .channels import HasChannels, KernelChannels
 from .config import KernelRuntimeConfig
@@ -152,11 +152,10 @@ class KernelSession:
             if listener is not None:
                 self.carrier = await listener.accept()
 
-    async def run(self, program: str, bindings: Bindings,
-                  signals: Iterable[AbortSignal],
+    async def run(self, request: RunRequest, signals: Iterable[AbortSignal],
                   budget: OutputBudget | None = None, *, keep: bool = False,
                   compute: ComputeLimit | None = None) -> CodeRunResult:
-        """Run ``program`` on this kernel (see :class:`~.watch.RunWatch`); its output
+        """Run the request's program on this kernel (see :class:`~.watch.RunWatch`); its output
         draws on ``budget`` (the runtime's, shared by its runs) as well as its own cap.
         ``keep`` (a stateful session) keeps the program's names and, when the run ends
         cleanly, the kernel (:attr:`reusable`); ``compute`` overrides the compute budget."""
@@ -165,7 +164,7 @@ class KernelSession:
         self.used = True
         self.reusable = False
         assert self.comm_id is not None
-        watch = RunWatch(self, program, bindings, budget, keep=keep, compute=compute)
+        watch = RunWatch(self, request, budget, keep=keep, compute=compute)
         caps = self.workspace.caps
         before = caps.counters() if caps is not None else (0, 0)
         try:

@@ -1,9 +1,9 @@
 """Stateful sessions: one kept kernel per conversation, opt-in.
 
 ``KernelRuntimeConfig(stateful=StatefulConfig(...))`` makes a :class:`~.runtime.KernelRuntime`
-run the programs of one *session key* (the run's bindings say it: see
-:class:`~dsh_jupyter.runtime.SessionBindings`; Code Mode keys a run by its agent scope) on one
-kernel, so what a program defines at top level is there for the next. A run without a key
+run the programs of one *session key* (the request says it:
+:attr:`~dsh_jupyter.runtime.RunRequest.session`; Code Mode keys a run by its agent scope) on
+one kernel, so what a program defines at top level is there for the next. A run without a key
 still gets a fresh kernel.
 
 Rules (``docs/stateful-runs.md`` says them for users):
@@ -36,7 +36,7 @@ from typing import Any, Final
 
 from .._waiting import wait_quietly
 from ..abort import AbortSignal
-from ..runtime import Bindings, CodeRunFailure, CodeRunResult, FailureKind, RunFact
+from ..runtime import CodeRunFailure, CodeRunResult, FailureKind, RunFact, RunRequest
 from . import proctree
 from .files import OutputCollector
 from .logs import OutputBudget
@@ -119,9 +119,11 @@ class StatefulSessions:
                                  else round(now - s.last_used, 3))
                      for _, s in sorted(self._open.items()))
 
-    async def run(self, key: str, program: str, bindings: Bindings,
-                  signals: tuple[AbortSignal, ...], budget: OutputBudget) -> CodeRunResult:
-        """Run ``program`` in ``key``'s session (opening it when needed)."""
+    async def run(self, request: RunRequest, signals: tuple[AbortSignal, ...],
+                  budget: OutputBudget) -> CodeRunResult:
+        """Run the request's program in its session (opening it when needed)."""
+        key = request.session
+        assert key is not None, "a stateless run has no session to run in"
         while True:
             session = self._open.get(key)
             if session is None:
@@ -141,14 +143,14 @@ class StatefulSessions:
                 break
             session.lock.release()  # reset while this run waited: take the key's new one
         try:
-            return await self._run_locked(session, program, bindings, signals, budget)
+            return await self._run_locked(session, request, signals, budget)
         finally:
             session.lock.release()
             if session.ended is None:
                 session.last_used = time.monotonic()
                 self._arm(session)
 
-    async def _run_locked(self, session: _Session, program: str, bindings: Bindings,
+    async def _run_locked(self, session: _Session, request: RunRequest,
                           signals: tuple[AbortSignal, ...],
                           budget: OutputBudget) -> CodeRunResult:
         if session.timer is not None:
@@ -182,7 +184,7 @@ class StatefulSessions:
             await kernel.connection.ready_iopub()  # what arrived between runs is no run's
         facts = self._facts(source, time.monotonic() - asked)
         session.runs += 1
-        result = await kernel.run(program, bindings, signals, budget, keep=True,
+        result = await kernel.run(request, signals, budget, keep=True,
                                   compute=self._compute_limit(session))
         facts.update({"session.run_index": session.runs, "session.new": new,
                       "session.compute_seconds": round(session.compute_used(), 3)})

@@ -44,15 +44,7 @@ from typing import Any, Final, Protocol
 
 from .._waiting import wait_quietly
 from ..abort import AbortSignal
-from ..runtime import (
-    Bindings,
-    CodeRunFailure,
-    CodeRunResult,
-    FailureKind,
-    OutputObserver,
-    binding_helpers,
-    binding_signatures,
-)
+from ..runtime import CodeRunFailure, CodeRunResult, FailureKind, RunRequest
 from . import proctree
 from .bridge import Bridge, BuiltResult, done_result
 from .carrier import MessageTooLarge, SocketCarrier
@@ -123,12 +115,12 @@ class RunWatch:
     """Runs one program on ``session`` (used once). ``keep``: a stateful session's run
     (see the module docstring); ``compute``: a tighter compute budget than the config's."""
 
-    def __init__(self, session: PreparedKernel, program: str,
-                 bindings: Bindings, budget: OutputBudget | None = None, *,
+    def __init__(self, session: PreparedKernel, request: RunRequest,
+                 budget: OutputBudget | None = None, *,
                  keep: bool = False, compute: ComputeLimit | None = None) -> None:
         self._session = session
         self._config = session.config
-        self._program = program
+        self._program = request.program
         self._keep = keep
         self._compute = compute or ComputeLimit(
             self._config.compute_seconds, f"the program passed its compute budget of "
@@ -136,10 +128,11 @@ class RunWatch:
         self.kept = False
         """Whether the kernel is still alive and quiet after the run (``keep`` only)."""
         self._idle = asyncio.Event()
+        bindings = request.bindings
         self._names = list(bindings.names)
-        self._helpers = binding_helpers(bindings)
-        self._signatures = binding_signatures(bindings)
-        observer = SafeObserver(bindings) if isinstance(bindings, OutputObserver) else None
+        self._helpers = dict(request.helpers)
+        self._signatures = dict(request.signatures)
+        observer = None if request.observer is None else SafeObserver(request.observer)
         self._log = OutputLog(self._config.max_output_bytes, budget,
                               on_entry=None if observer is None else observer.on_log)
         self._displays = DisplayLog(

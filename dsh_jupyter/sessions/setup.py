@@ -21,6 +21,7 @@ from typing import Literal
 
 from ..errors import RegistrationError
 from ..json_value import JsonValue
+from ..loading import ToolsSpecError, open_registry
 from ..registry import ToolRegistry
 from ..registry.policy import ApprovalService
 from .approvals import (
@@ -54,15 +55,13 @@ async def open_session_registry(
     export writes them); ``"deny"`` nobody. A bad spec raises
     :class:`~dsh_jupyter.errors.RegistrationError` saying what was wrong (the CLI's own
     message, as one line)."""
-    from ..cli import open_registry
-
     approvals = check_mode(approvals)
     replayed = ReplayedApprovals(recorded_approvals)  # checked before anything is opened
 
     async with AsyncExitStack() as stack:
         try:
             registry = await stack.enter_async_context(open_registry(spec))
-        except SystemExit as exc:  # the CLI's resolution reports misuse by exiting
+        except ToolsSpecError as exc:
             raise RegistrationError(f"cannot open the session's tools: {exc}") from None
         if registry.mode == "native":
             registry.mode = mode

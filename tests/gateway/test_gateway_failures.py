@@ -16,7 +16,7 @@ from kernel_support import Recorder, run
 from dsh_jupyter.json_value import JsonValue
 from dsh_jupyter.kernel import KernelRuntime, KernelRuntimeConfig
 from dsh_jupyter.kernel.gateway_config import GatewayConfig
-from dsh_jupyter.runtime import FunctionBindings
+from dsh_jupyter.runtime import FunctionBindings, RunRequest
 
 pytestmark = [pytest.mark.kernel, pytest.mark.timeout(60)]
 
@@ -143,7 +143,7 @@ async def test_abort_while_starting_leaves_no_kernel(make_runtime: GatewayRuntim
     runtime = await make_runtime()
     controller = AbortController()
     asyncio.get_running_loop().call_later(delay, controller.abort, "changed my mind")
-    result = await runtime.run("return 1", FunctionBindings({}), controller.signal)
+    result = await runtime.run(RunRequest("return 1", FunctionBindings({}), controller.signal))
     assert result.failure is not None
     assert (result.failure.kind, result.failure.message) == ("abort", "changed my mind")
     await runtime.aclose()  # waits for the deletion of a kernel created meanwhile

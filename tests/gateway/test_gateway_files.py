@@ -10,10 +10,9 @@ import pytest
 from gateway_support import GatewayRuntimeFactory, LocalGateway
 from kernel_support import run
 
-from dsh_jupyter.abort import AbortSignal
 from dsh_jupyter.kernel import KernelRuntimeConfig, StatefulConfig
 from dsh_jupyter.kernel.remote_files import CHUNK_BYTES, MAX_REMOTE_INPUT_BYTES
-from dsh_jupyter.runtime import CodeRunResult, FunctionBindings
+from dsh_jupyter.runtime import CodeRunResult, FunctionBindings, RunRequest
 
 pytestmark = [pytest.mark.kernel, pytest.mark.timeout(60)]
 
@@ -69,8 +68,7 @@ async def test_a_stateful_session_on_a_gateway_kernel(make_runtime: GatewayRunti
     runtime = await make_runtime(stateful=StatefulConfig())
 
     async def run_in(program: str) -> CodeRunResult:
-        result = await runtime.run(program, FunctionBindings({}, session="remote"),
-                                   AbortSignal.never())
+        result = await runtime.run(RunRequest(program, FunctionBindings({}), session="remote"))
         assert result.failure is None, result.failure
         return result
 

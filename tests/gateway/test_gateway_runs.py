@@ -13,7 +13,7 @@ from kernel_support import Recorder, run
 from dsh_jupyter import ToolCall, ToolRegistry
 from dsh_jupyter.abort import AbortController
 from dsh_jupyter.json_value import JsonValue
-from dsh_jupyter.runtime import BindingError, FunctionBindings
+from dsh_jupyter.runtime import BindingError, FunctionBindings, RunRequest
 
 pytestmark = [pytest.mark.kernel, pytest.mark.timeout(60)]
 
@@ -118,8 +118,8 @@ async def test_abort_during_a_call(make_runtime: GatewayRuntimeFactory) -> None:
         await asyncio.sleep(0.2)
         return None
 
-    result = await runtime.run("await tools.slow({})\nreturn 1", FunctionBindings({"slow": slow}),
-                               controller.signal)
+    result = await runtime.run(RunRequest("await tools.slow({})\nreturn 1",
+                                          FunctionBindings({"slow": slow}), controller.signal))
     assert result.failure is not None
     assert (result.failure.kind, result.failure.message) == ("abort", "user pressed stop")
 

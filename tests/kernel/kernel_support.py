@@ -9,7 +9,7 @@ from collections.abc import Awaitable, Callable
 from dsh_jupyter.abort import AbortSignal
 from dsh_jupyter.json_value import JsonValue
 from dsh_jupyter.kernel import KernelRuntime
-from dsh_jupyter.runtime import CodeRunResult, FunctionBindings
+from dsh_jupyter.runtime import CodeRunResult, FunctionBindings, RunRequest
 
 Bindings = dict[str, Callable[[JsonValue], Awaitable[JsonValue]]]
 
@@ -42,8 +42,8 @@ class Recorder:
 async def run(runtime: KernelRuntime, program: str,
               bindings: Bindings | None = None,
               signal: AbortSignal | None = None) -> CodeRunResult:
-    return await runtime.run(program, FunctionBindings(bindings or {}),
-                             signal or AbortSignal.never())
+    return await runtime.run(RunRequest(program, FunctionBindings(bindings or {}),
+                             signal or AbortSignal.never()))
 
 
 RuntimeFactory = Callable[..., Awaitable[KernelRuntime]]

@@ -10,12 +10,12 @@ import time
 import pytest
 from kernel_support import RuntimeFactory, run
 
-from dsh_jupyter.abort import AbortController, AbortSignal
+from dsh_jupyter.abort import AbortController
 from dsh_jupyter.kernel import KernelRuntime
 from dsh_jupyter.kernel._inkernel import MAX_DISPLAY_BYTES
 from dsh_jupyter.kernel.displays import NOTE_METADATA
 from dsh_jupyter.kernel.protocol import MAX_MESSAGE_BYTES
-from dsh_jupyter.runtime import Display, FunctionBindings
+from dsh_jupyter.runtime import Display, FunctionBindings, RunRequest
 
 pytestmark = [pytest.mark.kernel, pytest.mark.timeout(90)]
 
@@ -250,7 +250,7 @@ print("partial", end="")
 await asyncio.sleep(1.0)
 """
     started = time.monotonic()
-    result = await runtime.run(program, observer, AbortSignal.never())
+    result = await runtime.run(RunRequest(program, observer, observer=observer))
     ended = time.monotonic()
     assert result.failure is None, result.failure
     assert [(kind, item if kind == "log" else None) for kind, item, _ in observer.seen] == [
@@ -269,7 +269,7 @@ async def test_a_failing_observer_never_breaks_the_run(
     runtime = await make_runtime()
     observer = Observer(fail=True)
     program = 'print("a")\ndisplay({"text/plain": "d"}, raw=True)\nprint("b")\nreturn 2'
-    result = await runtime.run(program, observer, AbortSignal.never())
+    result = await runtime.run(RunRequest(program, observer, observer=observer))
     assert result.failure is None and result.value == 2
     assert result.logs == ("a", "b") and len(result.displays) == 1
     assert len(observer.seen) == 3  # still told everything
@@ -302,7 +302,8 @@ print("working")
 display({"text/plain": "progress"}, raw=True)
 await asyncio.sleep(30)
 """
-    running = asyncio.ensure_future(runtime.run(program, observer, controller.signal))
+    running = asyncio.ensure_future(
+        runtime.run(RunRequest(program, observer, controller.signal, observer=observer)))
     await asyncio.wait_for(observer.displayed.wait(), 30)
     controller.abort("stop")
     result = await running

@@ -11,7 +11,7 @@ from dsh_jupyter.abort import AbortController
 from dsh_jupyter.errors import CodeModeError
 from dsh_jupyter.json_value import JsonValue
 from dsh_jupyter.kernel import KernelRuntime, KernelRuntimeConfig
-from dsh_jupyter.runtime import FunctionBindings
+from dsh_jupyter.runtime import FunctionBindings, RunRequest
 
 pytestmark = [pytest.mark.kernel, pytest.mark.timeout(60)]
 
@@ -120,8 +120,8 @@ async def test_abort_during_a_binding_call(runtime: KernelRuntime) -> None:
         controller.abort("user pressed stop")
 
     aborter = asyncio.create_task(abort_when_started())
-    result = await runtime.run("print('calling')\nawait tools.slow({})\nreturn 1",
-                               FunctionBindings({"slow": slow}), controller.signal)
+    result = await runtime.run(RunRequest("print('calling')\nawait tools.slow({})\nreturn 1",
+                               FunctionBindings({"slow": slow}), controller.signal))
     await aborter
     assert result.failure is not None
     assert (result.failure.kind, result.failure.message) == ("abort", "user pressed stop")
@@ -187,6 +187,6 @@ async def test_abort_while_the_kernel_starts(make_runtime: RuntimeFactory, launc
     await run(runtime, "return 1")  # the fork server is up: its start is the fast part
     controller = AbortController()
     asyncio.get_running_loop().call_later(0.01, controller.abort, "changed my mind")
-    result = await runtime.run("return 1", FunctionBindings({}), controller.signal)
+    result = await runtime.run(RunRequest("return 1", FunctionBindings({}), controller.signal))
     assert result.failure is not None
     assert (result.failure.kind, result.failure.message) == ("abort", "changed my mind")

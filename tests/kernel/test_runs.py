@@ -8,10 +8,9 @@ from typing import Any
 import pytest
 from kernel_support import Recorder, run
 
-from dsh_jupyter.abort import AbortSignal
 from dsh_jupyter.json_value import JsonValue
 from dsh_jupyter.kernel import KernelRuntime
-from dsh_jupyter.runtime import BindingError, CodeRuntime, FunctionBindings
+from dsh_jupyter.runtime import BindingError, CodeRuntime, FunctionBindings, RunRequest
 
 pytestmark = [pytest.mark.kernel, pytest.mark.timeout(60)]
 
@@ -202,7 +201,7 @@ async def test_the_runtime_closes_the_bindings_once_when_the_program_ends(
     bindings = Recording({"observe": observe, "linger": linger})
     program = ("await tools.observe({})\nasyncio.ensure_future(tools.linger({}))\n"
                "await asyncio.sleep(0.05)\nreturn 1")
-    result = await runtime.run(program, bindings, AbortSignal.never())
+    result = await runtime.run(RunRequest(program, bindings))
     assert result.value == 1
     assert seen == [False]
     assert closes == ["the run ended"]
@@ -218,12 +217,12 @@ async def test_abort_signal_already_fired(runtime: KernelRuntime) -> None:
 
     controller = AbortController()
     controller.abort("not now")
-    result = await runtime.run("return 1", FunctionBindings({}), controller.signal)
+    result = await runtime.run(RunRequest("return 1", FunctionBindings({}), controller.signal))
     assert result.failure is not None
     assert (result.failure.kind, result.failure.message) == ("abort", "not now")
 
 
 async def test_never_signal_type(runtime: KernelRuntime) -> None:
-    result = await runtime.run("return 'ok'", FunctionBindings({}), AbortSignal.never())
+    result = await runtime.run(RunRequest("return 'ok'", FunctionBindings({})))
     assert result.value == "ok"
     await asyncio.sleep(0)

@@ -9,10 +9,9 @@ from pathlib import Path
 import pytest
 from kernel_support import Bindings, RuntimeFactory
 
-from dsh_jupyter.abort import AbortSignal
 from dsh_jupyter.json_value import JsonValue
 from dsh_jupyter.kernel import KernelRuntime, StatefulConfig
-from dsh_jupyter.runtime import CodeRunResult, FunctionBindings
+from dsh_jupyter.runtime import CodeRunResult, FunctionBindings, RunRequest
 
 pytestmark = [pytest.mark.kernel, pytest.mark.timeout(90)]
 
@@ -23,8 +22,7 @@ async def echo(args: JsonValue) -> JsonValue:
 
 async def run_in(runtime: KernelRuntime, session: str | None, program: str,
                  bindings: Bindings | None = None) -> CodeRunResult:
-    return await runtime.run(program, FunctionBindings(bindings or {}, session=session),
-                             AbortSignal.never())
+    return await runtime.run(RunRequest(program, FunctionBindings(bindings or {}), session=session))
 
 
 def ok(result: CodeRunResult) -> JsonValue:
@@ -268,9 +266,10 @@ async def test_an_abort_ends_the_session_and_a_waiting_run_can_be_aborted(
     ok(await run_in(runtime, "a", "x = 1"))
     stop_running, stop_waiting = AbortController(), AbortController()
     running = asyncio.ensure_future(runtime.run(
-        "await asyncio.sleep(30)", FunctionBindings({}, session="a"), stop_running.signal))
+        RunRequest("await asyncio.sleep(30)", FunctionBindings({}), stop_running.signal,
+                   session="a")))
     waiting = asyncio.ensure_future(runtime.run(
-        "return x", FunctionBindings({}, session="a"), stop_waiting.signal))
+        RunRequest("return x", FunctionBindings({}), stop_waiting.signal, session="a")))
     await asyncio.sleep(0.5)
     stop_waiting.abort("the user gave up waiting")
     gave_up = await waiting

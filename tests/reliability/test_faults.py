@@ -30,10 +30,10 @@ from reliability_support import (
     strays,
 )
 
-from dsh_jupyter import AbortSignal, ToolRunContext
+from dsh_jupyter import ToolRunContext
 from dsh_jupyter.kernel import proctree
 from dsh_jupyter.registry import ToolDefinition
-from dsh_jupyter.runtime import FunctionBindings
+from dsh_jupyter.runtime import FunctionBindings, RunRequest
 
 pytestmark = [pytest.mark.kernel, pytest.mark.timeout(60)]
 
@@ -319,7 +319,7 @@ calls = [asyncio.ensure_future(tools.echo({"i": i})) for i in range(3000)]
 done, pending = await asyncio.wait(calls, timeout=30)
 return len(pending)
 """
-    result = await runtime.run(program, FunctionBindings({"echo": slow_echo}), AbortSignal.never())
+    result = await runtime.run(RunRequest(program, FunctionBindings({"echo": slow_echo})))
     assert result.failure is None, result.failure
     assert (result.value, len(seen)) == (0, 3000)
     assert not await harness.finish()
