@@ -33,14 +33,14 @@ async def add(args: JsonValue) -> JsonValue:
 
 def test_a_request_says_which_field_is_wrong() -> None:
     bindings = FunctionBindings({"add": add})
-    with pytest.raises(TypeError, match="RunRequest.program must be a str"):
+    with pytest.raises(TypeError, match=r"RunRequest\.program must be a str"):
         RunRequest(b"return 1", bindings)  # type: ignore[arg-type]
-    with pytest.raises(TypeError, match=r"RunRequest.signal must be an AbortSignal"):
+    with pytest.raises(TypeError, match=r"RunRequest\.signal must be an AbortSignal"):
         RunRequest("return 1", bindings, None)  # type: ignore[arg-type]
-    with pytest.raises(ValueError, match="RunRequest.session must be a non-empty string"):
+    with pytest.raises(ValueError, match=r"RunRequest\.session must be a non-empty string"):
         RunRequest("return 1", bindings, session="")
-    with pytest.raises(ValueError, match="helpers maps 'search' to 'tools.search', which is "
-                                         "not one of the bindings' names"):
+    with pytest.raises(ValueError, match=r"helpers maps 'search' to 'tools\.search', which "
+                                         r"is not one of the bindings' names"):
         RunRequest("return 1", bindings, helpers={"search": "tools.search"})
     with pytest.raises(ValueError, match="signatures gives 'sub'"):
         RunRequest("return 1", bindings, signatures={"sub": "{...}"})
@@ -172,6 +172,7 @@ async def test_a_runtime_written_before_the_request_is_adapted_with_a_warning() 
         "code": "return await tools.add({'a': 2, 'b': 3})", "description": "add"}))
     assert isinstance(result, ToolSuccess) and result.value == {"logs": [], "result": 5}
     ((program, session, signatures),) = old.seen
+    assert program == "return await tools.add({'a': 2, 'b': 3})"
     assert session == registry.session_key  # the request's fields, as the faces it reads
     assert signatures == {"add": '{"a": int, "b": int}'}
 
