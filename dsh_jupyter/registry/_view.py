@@ -1,13 +1,13 @@
-"""What the registry's own modules may ask of the registry: two small Protocols.
+"""What the registry's own modules may ask of the registry: :class:`RegistryView`.
 
 The pipeline (``pipeline.py``), the session events (``session_events.py``) and prompt
-assembly (``assembly.py``) take a :class:`RegistryView`; the layers (``scope.py``: the
-global layer and agent scopes) take a :class:`LayerOwner`; Code Mode
-(:mod:`dsh_jupyter.codemode`) takes its own extension of :class:`RegistryView`.
-:class:`~dsh_jupyter.registry.core.RegistryCore` implements both structurally and is
-the only module that knows the concrete class, so none of those modules imports it
-(not even for type checking) and the package has no import cycle
-(``tests/test_import_cycles.py``).
+assembly (``assembly.py``) take a :class:`RegistryView`; Code Mode
+(:mod:`dsh_jupyter.codemode`) takes its own extension of it. The layers take
+:class:`~.scope.LayerOwner`, which lives with them in ``scope.py`` (so ``scope`` needs
+nothing of this module). :class:`~dsh_jupyter.registry.core.RegistryCore` implements
+both structurally and is the only module that knows the concrete class, so none of
+those modules imports it (not even for type checking) and the package has no import
+cycle (``tests/test_import_cycles.py``).
 
 Which members are public API, and why:
 
@@ -26,7 +26,7 @@ Which members are public API, and why:
 - ``_listeners`` and ``_running``: private; the lifecycle listeners each call is told
   (``listen()`` adds one), and the calls running now by token, so a sub-call finds its
   parent's :class:`~.lifecycle.CallRun`.
-- ``_changed`` and ``_dispose_scope`` (:class:`LayerOwner`): private; a layer reports
+- ``_changed`` and ``_dispose_scope`` (:class:`~.scope.LayerOwner`): private; a layer reports
   its registrations, masks and disposal through them, users go through the layer's
   own methods (``register``, ``restrict``, ``dispose`` ...).
 
@@ -91,28 +91,3 @@ class RegistryView(Protocol):
 
     def _hooks(self, scope: AgentScope | None) -> HookChain:
         """The hooks that apply to a call in ``scope``, in run order."""
-
-
-class LayerOwner(Protocol):
-    """The registry as one of its layers (the global layer, an agent scope) sees it."""
-
-    def visible(self, scope: AgentScope | None = None) -> Mapping[str, ToolDefinition]:
-        """Every tool ``scope`` can see, by name."""
-
-    def _changed(self, kind: str, scope: str | None, names: tuple[str, ...]) -> None:
-        """Record a change made in a layer and notify ``on_change`` listeners;
-        ``scope`` is the scope's name, ``None`` for the global layer."""
-
-    def _dispose_scope(self, scope: AgentScope) -> None:
-        """Remove ``scope``, its child scopes and everything registered in them."""
-
-    # What a scope's notebook display shows (``AgentScope._repr_html_``).
-    @property
-    def scopes(self) -> tuple[AgentScope, ...]:
-        """Every live scope."""
-
-    def mode_for(self, scope: AgentScope | None = None) -> PresentationMode:
-        """How ``scope`` sees its tools."""
-
-    def _hooks(self, scope: AgentScope | None) -> HookChain:
-        """The hooks that apply to ``scope``, in run order."""
