@@ -43,10 +43,10 @@ if TYPE_CHECKING:
     from ..events import SessionEvent
     from ..json_value import JsonObject
     from .definition import ToolDefinition
-    from .execution import ExecutionMode, ExecutionToken, ToolCall
+    from .execution import ExecutionMode, ExecutionToken, ScopeView, ToolCall
     from .lifecycle import CallRun, Listeners
     from .policy import ApprovalService, HookChain
-    from .scope import AgentScope, PresentationMode
+    from .scope import PresentationMode
 
 
 class RegistryView(Protocol):
@@ -57,13 +57,13 @@ class RegistryView(Protocol):
     def approval(self) -> ApprovalService | None:
         """Answers ``Ask`` decisions; ``None`` denies them."""
 
-    def visible(self, scope: AgentScope | None = None) -> Mapping[str, ToolDefinition]:
+    def visible(self, scope: ScopeView | None = None) -> Mapping[str, ToolDefinition]:
         """Every tool ``scope`` can see, by name (``run_code`` is never among them)."""
 
-    def mode_for(self, scope: AgentScope | None = None) -> PresentationMode:
+    def mode_for(self, scope: ScopeView | None = None) -> PresentationMode:
         """How ``scope`` sees its tools: ``native``, ``code``, ``both`` or ``discovery``."""
 
-    def schemas(self, scope: AgentScope | None = None) -> list[JsonObject]:
+    def schemas(self, scope: ScopeView | None = None) -> list[JsonObject]:
         """Detached ``{name, description, parameters}`` of the visible tools, by name."""
 
     def execution_mode(self, call: ToolCall) -> ExecutionMode:
@@ -89,5 +89,5 @@ class RegistryView(Protocol):
         none. Raises :class:`~dsh_jupyter.errors.RegistrationError` when
         ``call.agent`` is not a live scope of this registry."""
 
-    def _hooks(self, scope: AgentScope | None) -> HookChain:
+    def _hooks(self, scope: ScopeView | None) -> HookChain:
         """The hooks that apply to a call in ``scope``, in run order."""
