@@ -214,7 +214,7 @@ async def run_cell(namespace: dict[str, Any], line: str,
     def on_stop() -> None:  # a click may arrive outside the loop's thread
         loop.call_soon_threadsafe(stop.abort, USER_STOP)
 
-    live = _live_view(registry, call, arguments, on_stop)
+    live = _live_view(registry, call, scope, arguments, on_stop)
     stopped_by: str | None = None
     try:
         result = await registry.execute(call)
@@ -249,8 +249,8 @@ async def run_cell(namespace: dict[str, Any], line: str,
     return outcome
 
 
-def _live_view(registry: ToolRegistry, call: ToolCall, arguments: dict[str, Any],
-               stop: Callable[[], None]) -> CallView | None:
+def _live_view(registry: ToolRegistry, call: ToolCall, scope: AgentScope | None,
+               arguments: dict[str, Any], stop: Callable[[], None]) -> CallView | None:
     """Show the call's card as the cell's output now (only inside an IPython kernel).
 
     While the program runs the output is the widget alone; when it ends, the output is
@@ -263,7 +263,7 @@ def _live_view(registry: ToolRegistry, call: ToolCall, arguments: dict[str, Any]
 
     if not _ipw.in_kernel():
         return None
-    view = CallView(registry, call.call_id, call.name, arguments, agent=call.agent, stop=stop)
+    view = CallView(registry, call.call_id, call.name, arguments, agent=scope, stop=stop)
     from IPython.display import display
 
     display({_ipw.WIDGET_MIME: _ipw.widget_view(view.widget)}, raw=True)

@@ -20,7 +20,7 @@ from dsh_jupyter import (
 )
 from dsh_jupyter.errors import RegistrationError, UnsupportedSchemaError
 from dsh_jupyter.json_value import JsonValue
-from dsh_jupyter.registry import DurableResult, GenericCallView
+from dsh_jupyter.registry import DefinitionView, DurableResult, GenericCallView
 from dsh_jupyter.registry.definition import _DUMP_SLICE
 
 
@@ -302,3 +302,17 @@ async def test_execution_carries_the_definition() -> None:
     registry.on_pre_execute(pre)
     await registry.execute(ToolCall(call_id="1", name="t"))
     assert seen[0].timeout_ms == 500 and seen[0] is registry.get("t")
+
+
+def test_a_definition_is_the_definition_view_an_execution_carries() -> None:
+    # execution.definition is typed by what a call reads of it (execution.py may not name
+    # ToolDefinition: that would close an import cycle); mypy checks the assignment.
+    @define_tool(timeout_ms=250)
+    async def t(path: str) -> str:
+        """Read."""
+        return path
+
+    view: DefinitionView = t
+    assert isinstance(view, DefinitionView)
+    assert (view.name, view.description, view.timeout_ms) == ("t", "Read.", 250)
+    assert view.parameters == t.parameters

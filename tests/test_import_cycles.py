@@ -11,23 +11,26 @@ What counts as an edge from module A to module B of the same package:
 
 What does not count:
 
-- imports under ``if TYPE_CHECKING:`` (the ``else:`` branch does count): they never run,
-  they only feed the type checker;
+- imports under ``if TYPE_CHECKING:`` (the ``else:`` branch does count), unless the walk
+  is told ``typing_too``: they never run, they only feed the type checker;
 - the implicit import of a package's ``__init__`` that importing any of its submodules
   performs (counted, it would make every package whose ``__init__`` re-exports one cycle).
 
-Each package is checked with its own rule: ``dsh_jupyter.kernel`` and
-``dsh_jupyter.codemode`` count the ``TYPE_CHECKING`` imports too (moving an import there
-is how a cycle gets hidden: both modules still need each other, and mypy follows both
-edges); ``dsh_jupyter.registry`` counts what runs (its modules still meet at type level:
-``definition``, ``execution`` and ``scope`` name each other's types).
+Every package checked here is told ``typing_too`` (its flag in ``PACKAGES``):
+``dsh_jupyter.kernel``, ``dsh_jupyter.registry`` and ``dsh_jupyter.codemode`` count the
+``TYPE_CHECKING`` imports too. Moving an import there is how a cycle gets hidden: both
+modules still need each other, and mypy follows both edges. In the registry, a call's
+view (``execution``) sits below the definitions and scopes that take it, so it names them
+by what a call reads of them (``execution.ScopeView``, ``execution.DefinitionView``), and
+the layers' view of the registry (``scope.LayerOwner``) lives with the layers.
 
-Between the two: Code Mode imports the registry's modules, and the registry core imports
-nothing of Code Mode, not even for type checking; it knows Code Mode only through its
-seams (the lifecycle listener and ``assembly.CodePresentation``). Only the package facade
-(``dsh_jupyter.registry``, which exports ``ToolRegistry``) and the re-export shims of the
-modules that moved import from ``dsh_jupyter.codemode``, and Code Mode never imports the
-facade (importing it from inside would need the half-made facade).
+Between the registry and Code Mode: Code Mode imports the registry's modules, and the
+registry core imports nothing of Code Mode, not even for type checking; it knows Code
+Mode only through its seams (the lifecycle listener and ``assembly.CodePresentation``).
+Only the package facade (``dsh_jupyter.registry``, which exports ``ToolRegistry``) and
+the re-export shims of the modules that moved import from ``dsh_jupyter.codemode``, and
+Code Mode never imports the facade (importing it from inside would need the half-made
+facade).
 """
 
 from __future__ import annotations
@@ -39,7 +42,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-PACKAGES = [("dsh_jupyter.kernel", True), ("dsh_jupyter.registry", False),
+PACKAGES = [("dsh_jupyter.kernel", True), ("dsh_jupyter.registry", True),
             ("dsh_jupyter.codemode", True)]
 
 

@@ -6,9 +6,10 @@ from typing import Any
 
 import pytest
 
-from dsh_jupyter import ToolCall, ToolRegistry, define_tool
+from dsh_jupyter import AgentScope, ToolCall, ToolRegistry, ToolRunContext, define_tool
 from dsh_jupyter.errors import RegistrationError
 from dsh_jupyter.json_value import JsonValue
+from dsh_jupyter.registry import ScopeView
 
 
 def tool(name: str, result: str = "") -> Any:
@@ -196,6 +197,64 @@ def test_scope_lifecycle() -> None:
     with pytest.raises(RegistrationError, match="not a live scope"):
         registry.schemas(child)
     registry.scope("p")  # the name is free again
+
+
+def test_a_scope_is_the_scope_view_a_call_carries() -> None:
+    # ctx.agent is typed by what a call reads of it (execution.py may not name AgentScope:
+    # that would close an import cycle); mypy checks the assignment.
+    registry = ToolRegistry()
+    parent = registry.scope("p")
+    child = registry.scope("c", parent=parent)
+    view: ScopeView = child
+    assert isinstance(view, ScopeView)
+    assert (view.name, view.parent, view.chain, view.disposed) == (
+        "c", parent, (parent, child), False)
+    assert view.session_key == child.session_key
+
+
+async def test_a_body_passes_its_scope_back_to_the_registry() -> None:
+    registry = ToolRegistry()
+    agent = registry.scope("a")
+    agent.present_as("both")
+    registry.register(tool("g"))
+    seen: list[object] = []
+
+    @agent.tool
+    async def look(ctx: ToolRunContext) -> str:
+        """Look around."""
+        seen.extend([sorted(registry.visible(ctx.agent)), registry.mode_for(ctx.agent),
+                     registry.get("g", ctx.agent) is registry.get("g"),
+                     [s["name"] for s in registry.schemas(ctx.agent)],
+                     ctx.agent is agent and isinstance(ctx.agent, AgentScope)])
+        return ""
+
+    result = await registry.execute(ToolCall(call_id="1", name="look", agent=agent))
+    assert not result.is_error, result.text
+    assert seen == [["g", "look"], "both", True, ["g", "look"], True]
+
+
+async def test_a_look_alike_scope_is_rejected() -> None:
+    class LookAlike:  # every member of ScopeView, but not one of the registry's scopes
+        name = "a"
+        parent = None
+        chain = ()
+        session_key = "k"
+        disposed = False
+
+    registry = ToolRegistry()
+    registry.scope("a")
+    registry.register(tool("g"))
+    fake = LookAlike()
+    assert isinstance(fake, ScopeView)
+    with pytest.raises(RegistrationError, match="not an agent scope"):
+        registry.visible(fake)
+    with pytest.raises(RegistrationError, match="not an agent scope"):
+        registry.mode_for(fake)
+    for read in (registry.schemas, registry.prompt, lambda scope: registry.get("g", scope)):
+        with pytest.raises(RegistrationError, match="not a live scope"):
+            read(fake)
+    with pytest.raises(RegistrationError, match="not a live scope"):
+        await registry.execute(ToolCall(call_id="1", name="g", agent=fake))
 
 
 def test_present_as_rules() -> None:

@@ -38,7 +38,7 @@ from ..runtime import BindingError
 from .sdk_python import SdkParts, SdkTool, python_sdk_parts
 
 if TYPE_CHECKING:
-    from ..registry.scope import AgentScope
+    from ..registry.execution import ScopeView
 
 HELPERS = ("describe", "search")
 """The helper methods discovery adds to ``tools``; a tool with one of these names is
@@ -241,7 +241,7 @@ def catalog_of(definitions: Iterable[ToolDefinition]) -> Catalog:
 class CatalogSource(Protocol):
     """What :class:`Catalogs` reads of the registry."""
 
-    def visible(self, scope: AgentScope | None = None) -> Mapping[str, ToolDefinition]:
+    def visible(self, scope: ScopeView | None = None) -> Mapping[str, ToolDefinition]:
         """Every tool ``scope`` can see, by name."""
 
     @property
@@ -258,9 +258,9 @@ class Catalogs:
     def __init__(self, registry: CatalogSource) -> None:
         self._registry = registry
         self._version = -1
-        self._cache: dict[AgentScope | None, Catalog] = {}
+        self._cache: dict[ScopeView | None, Catalog] = {}
 
-    def __call__(self, scope: AgentScope | None) -> Catalog:
+    def __call__(self, scope: ScopeView | None) -> Catalog:
         version = self._registry._version
         if version != self._version:
             self._cache.clear()

@@ -3,7 +3,8 @@
 The names a notebook needs most are also exported by :mod:`dsh_jupyter`; this package
 adds the rest: definitions and their typed options, the presentation views a
 ``present_call``/``present_result`` returns, schema checks, ``ApprovalService``,
-``RegistryChange``, and the call lifecycle (``CallListener``, ``CallRun``).
+``RegistryChange``, the call lifecycle (``CallListener``, ``CallRun``), and what a call
+reads of its scope and definition (``ScopeView``, ``DefinitionView``).
 
 ``ToolRegistry`` is the registry core (:mod:`.core`) with Code Mode plugged in; it comes
 from :mod:`dsh_jupyter.codemode`, imported last: Code Mode imports the registry's
@@ -21,7 +22,14 @@ from .definition import (
     default_render,
     define_tool,
 )
-from .execution import ExecutionToken, ToolCall, ToolExecution, ToolRunContext
+from .execution import (
+    DefinitionView,
+    ExecutionToken,
+    ScopeView,
+    ToolCall,
+    ToolExecution,
+    ToolRunContext,
+)
 from .lifecycle import CallListener, CallRun
 from .policy import Accept, Allow, Approval, ApprovalService, Ask, Block, Deny
 from .presentation import (
@@ -61,6 +69,7 @@ __all__ = [
     "Block",
     "CallListener",
     "CallRun",
+    "DefinitionView",
     "Deny",
     "DiffCallView",
     "DiffResultView",
@@ -75,6 +84,7 @@ __all__ = [
     "ReadResultView",
     "RegistryChange",
     "SchemaToolOptions",
+    "ScopeView",
     "SearchFileMatches",
     "SearchMatch",
     "SearchResultView",

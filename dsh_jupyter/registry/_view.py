@@ -1,13 +1,13 @@
-"""What the registry's own modules may ask of the registry: two small Protocols.
+"""What the registry's own modules may ask of the registry: :class:`RegistryView`.
 
 The pipeline (``pipeline.py``), the session events (``session_events.py``) and prompt
-assembly (``assembly.py``) take a :class:`RegistryView`; the layers (``scope.py``: the
-global layer and agent scopes) take a :class:`LayerOwner`; Code Mode
-(:mod:`dsh_jupyter.codemode`) takes its own extension of :class:`RegistryView`.
-:class:`~dsh_jupyter.registry.core.RegistryCore` implements both structurally and is
-the only module that knows the concrete class, so none of those modules imports it
-(not even for type checking) and the package has no import cycle
-(``tests/test_import_cycles.py``).
+assembly (``assembly.py``) take a :class:`RegistryView`; Code Mode
+(:mod:`dsh_jupyter.codemode`) takes its own extension of it. The layers take
+:class:`~.scope.LayerOwner`, which lives with them in ``scope.py`` (so ``scope`` needs
+nothing of this module). :class:`~dsh_jupyter.registry.core.RegistryCore` implements
+both structurally and is the only module that knows the concrete class, so none of
+those modules imports it (not even for type checking) and the package has no import
+cycle (``tests/test_import_cycles.py``).
 
 Which members are public API, and why:
 
@@ -26,7 +26,7 @@ Which members are public API, and why:
 - ``_listeners`` and ``_running``: private; the lifecycle listeners each call is told
   (``listen()`` adds one), and the calls running now by token, so a sub-call finds its
   parent's :class:`~.lifecycle.CallRun`.
-- ``_changed`` and ``_dispose_scope`` (:class:`LayerOwner`): private; a layer reports
+- ``_changed`` and ``_dispose_scope`` (:class:`~.scope.LayerOwner`): private; a layer reports
   its registrations, masks and disposal through them, users go through the layer's
   own methods (``register``, ``restrict``, ``dispose`` ...).
 
@@ -43,10 +43,10 @@ if TYPE_CHECKING:
     from ..events import SessionEvent
     from ..json_value import JsonObject
     from .definition import ToolDefinition
-    from .execution import ExecutionMode, ExecutionToken, ToolCall
+    from .execution import ExecutionMode, ExecutionToken, ScopeView, ToolCall
     from .lifecycle import CallRun, Listeners
     from .policy import ApprovalService, HookChain
-    from .scope import AgentScope, PresentationMode
+    from .scope import PresentationMode
 
 
 class RegistryView(Protocol):
@@ -57,13 +57,13 @@ class RegistryView(Protocol):
     def approval(self) -> ApprovalService | None:
         """Answers ``Ask`` decisions; ``None`` denies them."""
 
-    def visible(self, scope: AgentScope | None = None) -> Mapping[str, ToolDefinition]:
+    def visible(self, scope: ScopeView | None = None) -> Mapping[str, ToolDefinition]:
         """Every tool ``scope`` can see, by name (``run_code`` is never among them)."""
 
-    def mode_for(self, scope: AgentScope | None = None) -> PresentationMode:
+    def mode_for(self, scope: ScopeView | None = None) -> PresentationMode:
         """How ``scope`` sees its tools: ``native``, ``code``, ``both`` or ``discovery``."""
 
-    def schemas(self, scope: AgentScope | None = None) -> list[JsonObject]:
+    def schemas(self, scope: ScopeView | None = None) -> list[JsonObject]:
         """Detached ``{name, description, parameters}`` of the visible tools, by name."""
 
     def execution_mode(self, call: ToolCall) -> ExecutionMode:
@@ -89,30 +89,5 @@ class RegistryView(Protocol):
         none. Raises :class:`~dsh_jupyter.errors.RegistrationError` when
         ``call.agent`` is not a live scope of this registry."""
 
-    def _hooks(self, scope: AgentScope | None) -> HookChain:
+    def _hooks(self, scope: ScopeView | None) -> HookChain:
         """The hooks that apply to a call in ``scope``, in run order."""
-
-
-class LayerOwner(Protocol):
-    """The registry as one of its layers (the global layer, an agent scope) sees it."""
-
-    def visible(self, scope: AgentScope | None = None) -> Mapping[str, ToolDefinition]:
-        """Every tool ``scope`` can see, by name."""
-
-    def _changed(self, kind: str, scope: str | None, names: tuple[str, ...]) -> None:
-        """Record a change made in a layer and notify ``on_change`` listeners;
-        ``scope`` is the scope's name, ``None`` for the global layer."""
-
-    def _dispose_scope(self, scope: AgentScope) -> None:
-        """Remove ``scope``, its child scopes and everything registered in them."""
-
-    # What a scope's notebook display shows (``AgentScope._repr_html_``).
-    @property
-    def scopes(self) -> tuple[AgentScope, ...]:
-        """Every live scope."""
-
-    def mode_for(self, scope: AgentScope | None = None) -> PresentationMode:
-        """How ``scope`` sees its tools."""
-
-    def _hooks(self, scope: AgentScope | None) -> HookChain:
-        """The hooks that apply to ``scope``, in run order."""

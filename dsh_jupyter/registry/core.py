@@ -25,7 +25,7 @@ from ..events import EventSink, SessionEvent
 from ..json_value import JsonObject, thaw
 from .assembly import NOT_PLUGGED, CodePresentation, PromptAssembly, assemble
 from .definition import ToolDefinition
-from .execution import ExecutionMode, ExecutionToken, ToolCall
+from .execution import ExecutionMode, ExecutionToken, ScopeView, ToolCall
 from .lifecycle import CallListener, CallRun, Listeners
 from .pipeline import prepare_call, run_call
 from .policy import ApprovalService, HookChain
@@ -128,9 +128,9 @@ class RegistryCore(Layer):
         self._changed("dispose", scope.name, tuple(scope._tools))
 
     # Resolution -------------------------------------------------------------------------
-    def visible(self, scope: AgentScope | None = None) -> dict[str, ToolDefinition]:
+    def visible(self, scope: ScopeView | None = None) -> dict[str, ToolDefinition]:
         """Every tool ``scope`` can see, by name (a fresh dict; definitions shared)."""
-        return dict(self._visible(scope))
+        return dict(self._visible(_agent_scope(scope)))
 
     def _visible(self, scope: AgentScope | None) -> dict[str, ToolDefinition]:
         cached = self._visible_cache.get(scope)
@@ -146,34 +146,33 @@ class RegistryCore(Layer):
         self._visible_cache[scope] = (self._version, view)
         return view
 
-    def get(self, name: str, scope: AgentScope | None = None) -> ToolDefinition | None:
+    def get(self, name: str, scope: ScopeView | None = None) -> ToolDefinition | None:
         """The definition ``scope`` resolves ``name`` to (shadowing and masks applied;
         ``run_code`` under a code mode)."""
-        self._check_scope(scope)
+        scope = self._live_scope(scope)
         if name == RESERVED_NAME:
             code = self._code_mode
             return code.transport if code is not None and self.mode_for(scope) != "native" \
                 else None
         return self._visible(scope).get(name)
 
-    def mode_for(self, scope: AgentScope | None = None) -> PresentationMode:
+    def mode_for(self, scope: ScopeView | None = None) -> PresentationMode:
         """The presentation for ``scope``: the nearest ``present_as`` on its chain,
         else the registry's ``mode``."""
+        scope = _agent_scope(scope)
         while scope is not None:
             if scope._mode is not None:
                 return scope._mode
             scope = scope.parent
         return self.mode
 
-    def prompt(self, scope: AgentScope | None = None) -> PromptAssembly:
+    def prompt(self, scope: ScopeView | None = None) -> PromptAssembly:
         """The wire tool list and prompt sections a model request needs for ``scope``."""
-        self._check_scope(scope)
-        return assemble(self, scope, self._code_mode)
+        return assemble(self, self._live_scope(scope), self._code_mode)
 
-    def schemas(self, scope: AgentScope | None = None) -> list[JsonObject]:
+    def schemas(self, scope: ScopeView | None = None) -> list[JsonObject]:
         """Detached ``{name, description, parameters}`` of every visible tool, by name."""
-        self._check_scope(scope)
-        view = self._visible(scope)
+        view = self._visible(self._live_scope(scope))
         return [{"name": d.name, "description": d.description, "parameters": thaw(d.parameters)}
                 for _, d in sorted(view.items())]
 
@@ -184,12 +183,15 @@ class RegistryCore(Layer):
         a classifier that raises) is ``"exclusive"``."""
         return prepare_call(self, call).execution_mode
 
-    def _check_scope(self, scope: AgentScope | None) -> None:
+    def _live_scope(self, scope: ScopeView | None) -> AgentScope | None:
+        """``scope`` itself, once it is known to be a live scope of this registry."""
         if scope is not None and (not isinstance(scope, AgentScope)
                                   or self._scopes.get(scope.name) is not scope):
             raise RegistrationError(f"{scope!r} is not a live scope of this registry")
+        return scope
 
-    def _hooks(self, scope: AgentScope | None) -> HookChain:
+    def _hooks(self, scope: ScopeView | None) -> HookChain:
+        scope = _agent_scope(scope)
         cached = self._hook_cache.get(scope)
         if cached is not None and cached[0] == self._version:
             return cached[1]
@@ -218,23 +220,23 @@ class RegistryCore(Layer):
         ``run_code`` resolves to UNKNOWN_TOOL before any policy sees it; SDK sub-calls are
         exempt.
         """
-        self._check_scope(call.agent)
-        mode = self.mode_for(call.agent)
+        scope = self._live_scope(call.agent)
+        mode = self.mode_for(scope)
         if call.name == RESERVED_NAME:
             if mode != "native":
                 return (self._code_mode.transport if self._code_mode is not None
                         else f"{RESERVED_NAME!r} is not available: {NOT_PLUGGED}")
             return (f"{RESERVED_NAME!r} is not available: this agent's tools are presented "
                     "natively (mode 'native'); call the tools directly")
-        definition = self._visible(call.agent).get(call.name)
+        definition = self._visible(scope).get(call.name)
         if definition is not None:
             if mode in ("code", "discovery") and call.parent is None:
                 return (f"only `{RESERVED_NAME}` is callable directly — call `{call.name}` "
                         f"from inside a `{RESERVED_NAME}` program instead")
             return definition
-        known = sorted(self._visible(call.agent))
+        known = sorted(self._visible(scope))
         shown = ", ".join(known[:30]) + (f", ... ({len(known)} in all)" if len(known) > 30 else "")
-        where = f" in scope {call.agent.name!r}" if call.agent is not None else ""
+        where = f" in scope {scope.name!r}" if scope is not None else ""
         return f"unknown tool {call.name!r}{where}; available tools: {shown or '(none)'}"
 
     # Tracing ------------------------------------------------------------------------------
@@ -350,3 +352,11 @@ def _subscribe(bucket: list[Callable[..., None]], item: Callable[..., None],
 
 def _callable_name(item: object) -> str:
     return getattr(item, "__qualname__", None) or type(item).__name__
+
+
+def _agent_scope(scope: ScopeView | None) -> AgentScope | None:
+    """``scope`` as the :class:`AgentScope` every scope a call carries is (``ctx.agent``
+    is typed by what a call reads of it, :class:`~.execution.ScopeView`)."""
+    if scope is None or isinstance(scope, AgentScope):
+        return scope
+    raise RegistrationError(f"{scope!r} is not an agent scope (registry.scope(name) makes one)")

@@ -1,19 +1,78 @@
-"""The call a caller hands in, and the frozen view of it every stage sees."""
+"""The call a caller hands in, and the frozen view of it every stage sees.
+
+A call carries its agent scope and, once resolved, its tool definition; this module
+names them by what a call reads of them, :class:`ScopeView` and :class:`DefinitionView`,
+not by their classes (:class:`~.scope.AgentScope`,
+:class:`~.definition.ToolDefinition`). Both classes depend on this module (a
+definition's body takes a :class:`ToolRunContext`, a scope holds hooks that take a
+:class:`ToolExecution`), so naming them here would close an import cycle, even one only
+mypy follows (``tests/test_import_cycles.py``). Every scope and definition satisfies its
+view (``tests/test_scopes.py``, ``tests/test_definitions.py``), and the registry's reads
+(``registry.visible(ctx.agent)``, ``registry.get(name, ctx.agent)`` ...) take a
+:class:`ScopeView`.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Literal, TypeAlias
+from typing import Literal, Protocol, TypeAlias, runtime_checkable
 
 from ..abort import AbortSignal
 from ..json_value import JsonObject
 from ..runtime import RunFile
 from .results import AdditionalContext
 
-if TYPE_CHECKING:
-    from .definition import ToolDefinition
-    from .scope import AgentScope
+
+@runtime_checkable
+class ScopeView(Protocol):
+    """An agent scope as a call carries it (``ctx.agent``, ``execution.agent``): what
+    a hook or a body may read of it. The scope is an
+    :class:`~dsh_jupyter.registry.AgentScope`; pass it back to the registry's reads
+    as it is, or narrow it with ``isinstance`` to register in it."""
+
+    @property
+    def name(self) -> str:
+        """The scope's name, unique among the registry's live scopes."""
+
+    @property
+    def parent(self) -> ScopeView | None:
+        """The scope it was created under, ``None`` for a root scope."""
+
+    @property
+    def chain(self) -> tuple[ScopeView, ...]:
+        """Its ancestry, outermost first, ending with itself."""
+
+    @property
+    def session_key(self) -> str:
+        """The key of its conversation on a stateful code runtime."""
+
+    @property
+    def disposed(self) -> bool:
+        """Whether it was disposed (a call may outlive its scope)."""
+
+
+@runtime_checkable
+class DefinitionView(Protocol):
+    """A tool definition as a call carries it (``execution.definition``): what a hook
+    may read of it. The definition is a :class:`~dsh_jupyter.registry.ToolDefinition`;
+    a lifecycle listener has it as such in ``run.definition``."""
+
+    @property
+    def name(self) -> str:
+        """The tool's name."""
+
+    @property
+    def description(self) -> str:
+        """What the model reads about the tool."""
+
+    @property
+    def parameters(self) -> JsonObject:
+        """The JSON Schema of its arguments."""
+
+    @property
+    def timeout_ms(self) -> float | None:
+        """Its declared time limit (enforced by ``enforce_timeouts``)."""
 
 
 TraceValue: TypeAlias = str | bool | int | float
@@ -44,7 +103,7 @@ class ToolCall:
     name: str
     arguments: object = field(default_factory=dict)
     signal: AbortSignal | None = None
-    agent: AgentScope | None = None
+    agent: ScopeView | None = None
     parent: ExecutionToken | None = None
 
 
@@ -57,9 +116,9 @@ class ToolExecution:
     name: str
     arguments: JsonObject
     signal: AbortSignal
-    agent: AgentScope | None = None
+    agent: ScopeView | None = None
     parent: ExecutionToken | None = None
-    definition: ToolDefinition | None = field(default=None, repr=False, compare=False)
+    definition: DefinitionView | None = field(default=None, repr=False, compare=False)
     """The visible definition resolved when the call started (``None`` if unknown)."""
 
     @property
@@ -143,8 +202,8 @@ class ToolRunContext(ToolExecution):
 
 
 def new_execution(token: ExecutionToken, call_id: str, name: str, arguments: JsonObject,
-                  signal: AbortSignal, agent: AgentScope | None, parent: ExecutionToken | None,
-                  definition: ToolDefinition | None) -> ToolExecution:
+                  signal: AbortSignal, agent: ScopeView | None, parent: ExecutionToken | None,
+                  definition: DefinitionView | None) -> ToolExecution:
     """``ToolExecution(...)`` with these fields, built as fast as the pipeline needs it.
 
     The pipeline builds one execution and one run context per call. A frozen dataclass's

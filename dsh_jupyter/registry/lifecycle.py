@@ -44,10 +44,16 @@ if TYPE_CHECKING:
     from ..json_value import JsonObject
     from ..runtime import RunFile
     from .definition import ToolDefinition
-    from .execution import ExecutionMode, ExecutionToken, ToolCall, ToolExecution, TraceValue
+    from .execution import (
+        ExecutionMode,
+        ExecutionToken,
+        ScopeView,
+        ToolCall,
+        ToolExecution,
+        TraceValue,
+    )
     from .policy import Approval, PreDecision
     from .results import AdditionalContext, ToolFailure, ToolResult
-    from .scope import AgentScope
 
 _log = logging.getLogger(__name__)
 
@@ -128,7 +134,7 @@ class CallRun:
         return self.execution.arguments
 
     @property
-    def agent(self) -> AgentScope | None:
+    def agent(self) -> ScopeView | None:
         return self.execution.agent
 
     @property

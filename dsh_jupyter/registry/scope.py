@@ -11,18 +11,22 @@ from __future__ import annotations
 
 import html
 import secrets
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal, TypeVar, overload
+from typing import Any, Literal, Protocol, TypeVar, overload
 
 from typing_extensions import Unpack
 
 from ..errors import RegistrationError
 from .definition import FunctionToolOptions, ToolDefinition, define_tool
-from .policy import ExecuteWrapper, Guard, PostExecuteHook, PreExecuteHook, ResultObserver
-
-if TYPE_CHECKING:
-    from ._view import LayerOwner
+from .policy import (
+    ExecuteWrapper,
+    Guard,
+    HookChain,
+    PostExecuteHook,
+    PreExecuteHook,
+    ResultObserver,
+)
 
 RESERVED_NAME = "run_code"
 PresentationMode = Literal["native", "code", "both", "discovery"]
@@ -61,6 +65,37 @@ class Mask:
         if self.allow is not None and name not in self.allow:
             return False
         return self.deny is None or name not in self.deny
+
+
+class LayerOwner(Protocol):
+    """The registry as one of its layers (the global layer, an agent scope) sees it.
+
+    :class:`~dsh_jupyter.registry.core.RegistryCore` implements it structurally; it is
+    declared here, next to the layers, so this module needs neither the registry nor
+    ``_view.py``. ``_changed`` and ``_dispose_scope`` are private: a layer reports its
+    registrations, masks and disposal through them, users go through the layer's own
+    methods (``register``, ``restrict``, ``dispose`` ...)."""
+
+    def visible(self, scope: AgentScope | None = None) -> Mapping[str, ToolDefinition]:
+        """Every tool ``scope`` can see, by name."""
+
+    def _changed(self, kind: str, scope: str | None, names: tuple[str, ...]) -> None:
+        """Record a change made in a layer and notify ``on_change`` listeners;
+        ``scope`` is the scope's name, ``None`` for the global layer."""
+
+    def _dispose_scope(self, scope: AgentScope) -> None:
+        """Remove ``scope``, its child scopes and everything registered in them."""
+
+    # What a scope's notebook display shows (``AgentScope._repr_html_``).
+    @property
+    def scopes(self) -> tuple[AgentScope, ...]:
+        """Every live scope."""
+
+    def mode_for(self, scope: AgentScope | None = None) -> PresentationMode:
+        """How ``scope`` sees its tools."""
+
+    def _hooks(self, scope: AgentScope | None) -> HookChain:
+        """The hooks that apply to ``scope``, in run order."""
 
 
 class Layer:
