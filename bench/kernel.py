@@ -33,13 +33,13 @@ from dsh_jupyter.abort import AbortSignal
 from dsh_jupyter.json_value import JsonValue
 from dsh_jupyter.kernel import KernelRuntime, KernelRuntimeConfig, StatefulConfig
 from dsh_jupyter.kernel.caps import RuntimeCgroups
-from dsh_jupyter.kernel.connection import KernelConnection
 from dsh_jupyter.kernel.forkserver import ForkLauncher
 from dsh_jupyter.kernel.gateway_config import GatewayConfig
 from dsh_jupyter.kernel.launch import KernelLauncher
 from dsh_jupyter.kernel.pool import KernelPool
 from dsh_jupyter.kernel.sandbox import SandboxConfig, confinement_problem
 from dsh_jupyter.kernel.stock import StockLauncher
+from dsh_jupyter.kernel.transport.connection import KernelConnection
 from dsh_jupyter.kernel.workspace import Workspace, create_runtime_directory, remove_tree
 from dsh_jupyter.runtime import FunctionBindings
 

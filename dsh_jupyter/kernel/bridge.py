@@ -30,7 +30,6 @@ from typing import cast
 from .._waiting import wait_quietly
 from ..json_value import JsonValue, NotJsonError, snapshot_json
 from ..runtime import BindingError, Bindings, CodeRunFailure, CodeRunResult
-from .frames import MAX_DEPTH, FrameError, FrameTooLarge, ValueBuilder
 from .logs import OutputLog
 from .protocol import (
     DoneErrorMessage,
@@ -42,6 +41,7 @@ from .protocol import (
     result_error,
     result_ok,
 )
+from .transport.frames import MAX_DEPTH, FrameError, FrameTooLarge, ValueBuilder
 
 MAX_FAILED_FRAMES = 4096
 

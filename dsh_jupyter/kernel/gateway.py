@@ -31,7 +31,7 @@ import httpx
 from websockets.exceptions import InvalidHandshake, InvalidStatus
 
 from .gateway_config import GatewayConfig
-from .gateway_connection import GatewayConnection
+from .transport.gateway_connection import GatewayConnection
 
 if TYPE_CHECKING:
     from .config import KernelRuntimeConfig

@@ -23,18 +23,18 @@ import zmq.asyncio
 
 from ..abort import AbortSignal
 from ..runtime import Bindings, CodeRunResult
-from .carrier import CarrierListener, SocketCarrier
-from .channels import HasChannels, KernelChannels
 from .config import KernelRuntimeConfig
-from .connection import KernelConnection
 from .files import prepare_work_directory
 from .inject import setup_cell
 from .launch import KernelLauncher, KernelProcess
 from .logs import OutputBudget
 from .protocol import TARGET_NAME
 from .remote_files import prepare_remote
+from .transport.carrier import CarrierListener, SocketCarrier
+from .transport.channels import HasChannels, KernelChannels
+from .transport.connection import KernelConnection
+from .transport.wire import one_line
 from .watch import ComputeLimit, RunWatch
-from .wire import one_line
 from .workspace import Workspace, create_workspace
 
 

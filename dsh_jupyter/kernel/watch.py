@@ -55,8 +55,6 @@ from ..runtime import (
 )
 from . import proctree
 from .bridge import Bridge, BuiltResult, done_result
-from .carrier import MessageTooLarge, SocketCarrier
-from .channels import KernelChannels
 from .config import KernelRuntimeConfig
 from .displays import DisplayLog, SafeObserver
 from .files import Collected
@@ -65,7 +63,9 @@ from .launch import KernelProcess
 from .logs import OutputBudget, OutputLog
 from .protocol import DoneErrorMessage, DoneOkMessage, HostMessage
 from .remote_files import COLLECT_SECONDS, collect_remote
-from .wire import Incoming, one_line
+from .transport.carrier import MessageTooLarge, SocketCarrier
+from .transport.channels import KernelChannels
+from .transport.wire import Incoming, one_line
 
 _log = logging.getLogger(__name__)
 

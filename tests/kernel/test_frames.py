@@ -14,7 +14,7 @@ from kernel_support import Recorder, RuntimeFactory, run
 
 from dsh_jupyter.json_value import FrozenDict, FrozenList
 from dsh_jupyter.kernel import _inkernel
-from dsh_jupyter.kernel.frames import FrameError, FrameTooLarge, ValueBuilder
+from dsh_jupyter.kernel.transport.frames import FrameError, FrameTooLarge, ValueBuilder
 
 
 def compact(value: Any) -> str:

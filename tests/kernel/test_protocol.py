@@ -15,9 +15,9 @@ import pytest
 from dsh_jupyter.json_value import JsonValue
 from dsh_jupyter.kernel import KernelRuntimeConfig, _inkernel, inject, protocol
 from dsh_jupyter.kernel.bridge import Bridge
-from dsh_jupyter.kernel.carrier import CarrierListener, MessageTooLarge
 from dsh_jupyter.kernel.logs import OutputLog
 from dsh_jupyter.kernel.protocol import HostMessage, Malformed, parse_kernel_message
+from dsh_jupyter.kernel.transport.carrier import CarrierListener, MessageTooLarge
 from dsh_jupyter.kernel.workspace import Workspace
 from dsh_jupyter.runtime import BindingError, FunctionBindings
 
@@ -401,7 +401,7 @@ def test_text_that_is_not_utf8_is_decoded_not_dropped() -> None:
     """ipykernel sends a printed file name's undecodable bytes raw (surrogateescape): the
     host decodes them the same way (the result escapes them) instead of dropping the
     message."""
-    from dsh_jupyter.kernel.wire import WireCodec
+    from dsh_jupyter.kernel.transport.wire import WireCodec
 
     codec = WireCodec(b"key")
     _, frames = codec.encode("stream", {"name": "stdout", "text": "name \udcff\n"})

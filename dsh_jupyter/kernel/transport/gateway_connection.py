@@ -41,8 +41,8 @@ from websockets.frames import CloseCode
 from websockets.protocol import State
 from websockets.typing import Subprotocol
 
+from ..gateway_config import GatewayConfig
 from .channels import BaseChannels
-from .gateway_config import GatewayConfig
 from .wire import DELIMITER, Incoming, WireCodec
 
 V1_PROTOCOL: Final = Subprotocol("v1.kernel.websocket.jupyter.org")

@@ -20,8 +20,8 @@ from __future__ import annotations
 import json
 from typing import Any, Final
 
-from ..json_value import FrozenDict, FrozenList, JsonValue, NotJsonError, snapshot_json
-from .logs import json_size
+from ...json_value import FrozenDict, FrozenList, JsonValue, NotJsonError, snapshot_json
+from ..logs import json_size
 
 MAX_DEPTH: Final = 500
 """Containers a built value may nest (the kernel refuses deeper values itself)."""
