@@ -11,11 +11,11 @@ from types import MappingProxyType
 from typing import Literal, cast
 
 from ..json_value import JsonValue, NotJsonError, snapshot_json
+from .confine.sandbox import SandboxConfig, SandboxSetting, resolve_sandbox
 from .files import OutputLimits, check_inputs
 from .gateway_config import GatewayConfig
 from .protocol import MAX_MESSAGE_BYTES
 from .remote_files import remote_input_entries
-from .sandbox import SandboxConfig, SandboxSetting, resolve_sandbox
 from .stateful_config import StatefulConfig
 
 MiB = 1024 * 1024

@@ -25,12 +25,12 @@ from pathlib import Path
 from typing import Any
 
 from ._inkernel import MODULE_NAME, SOURCE_FILENAME
-from .caps import RuntimeCgroups, new_caps
 from .config import KernelRuntimeConfig
+from .confine.caps import RuntimeCgroups, new_caps
+from .confine.plan import confinement_plan, restriction_plan
+from .confine.sandbox import CONFINE_SCRIPT, SandboxConfig
 from .inject import SOURCE_PATH
 from .launch import KERNEL_ARGS, check_host_ipykernel, describe_status
-from .plan import confinement_plan, restriction_plan
-from .sandbox import CONFINE_SCRIPT, SandboxConfig
 from .workspace import Workspace, scrubbed_environment
 
 _HERE = Path(__file__).parent

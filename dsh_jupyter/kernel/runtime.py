@@ -46,24 +46,24 @@ from ..abort import AbortController, AbortSignal
 from ..errors import CodeModeError
 from ..runtime import Bindings, CodeRunFailure, CodeRunResult, RunFact, binding_session
 from . import fontcache
-from .caps import RuntimeCgroups
 from .config import KernelRuntimeConfig
-from .files import OutputCollector
-from .forkserver import ForkLauncher, fork_supported
-from .launch import KernelLauncher
-from .logs import OutputBudget
-from .pool import KernelPool
-from .sandbox import (
+from .confine.caps import RuntimeCgroups
+from .confine.sandbox import (
     MissingWallWarning,
     SandboxConfig,
     UnconfinedWarning,
     confinement_problem,
     unconfined_message,
 )
+from .confine.walls import missing_walls, missing_walls_message
+from .files import OutputCollector
+from .forkserver import ForkLauncher, fork_supported
+from .launch import KernelLauncher
+from .logs import OutputBudget
+from .pool import KernelPool
 from .session import KernelSession, KernelStartError
 from .stateful import SessionInfo, StatefulSessions
 from .stock import StockLauncher
-from .walls import missing_walls, missing_walls_message
 from .workspace import SEED_HOME, create_runtime_directory, remove_tree
 
 DISPOSED = "runtime disposed"

@@ -27,11 +27,11 @@ from jupyter_client.provisioning.local_provisioner import LocalProvisioner
 
 from ..errors import CodeModeError
 from . import proctree
-from .caps import RuntimeCgroups, new_caps
 from .config import KernelRuntimeConfig
+from .confine.caps import RuntimeCgroups, new_caps
+from .confine.plan import confinement_plan, restriction_plan
+from .confine.sandbox import CONFINE_SCRIPT, SandboxConfig
 from .launch import KERNEL_ARGS, check_host_ipykernel, describe_status
-from .plan import confinement_plan, restriction_plan
-from .sandbox import CONFINE_SCRIPT, SandboxConfig
 from .workspace import Workspace
 
 DEFAULT_KERNEL_NAME = "dsh-jupyter-python"

@@ -48,10 +48,10 @@ from typing import TYPE_CHECKING, Protocol
 from .._waiting import wait_uncancelled
 from . import removal
 from .config import KernelRuntimeConfig
-from .sandbox import kernel_ids
+from .confine.sandbox import kernel_ids
 
 if TYPE_CHECKING:
-    from .caps import KernelCaps
+    from .confine.caps import KernelCaps
 
 _log = logging.getLogger(__name__)
 

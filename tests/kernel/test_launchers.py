@@ -164,7 +164,7 @@ async def test_kernel_that_never_answers(make_runtime: RuntimeFactory, tmp_path:
 
 async def test_fork_server_cleans_up_after_a_vanished_host() -> None:
     from dsh_jupyter.kernel import KernelRuntimeConfig
-    from dsh_jupyter.kernel.caps import RuntimeCgroups
+    from dsh_jupyter.kernel.confine.caps import RuntimeCgroups
     from dsh_jupyter.kernel.forkserver import ForkLauncher
     from dsh_jupyter.kernel.workspace import Workspace, create_runtime_directory
 
@@ -320,7 +320,7 @@ async def test_a_fork_server_killed_outright_takes_its_confined_kernels_along(
     """SIGKILL to the fork server (no shutdown sweep): the confiner dies with it, the
     namespace's init with the confiner (its parent-death signal, set again after it took
     the kernel's ids, which cleared it) and the kernel with the namespace."""
-    from dsh_jupyter.kernel.sandbox import confinement_problem
+    from dsh_jupyter.kernel.confine.sandbox import confinement_problem
 
     if confinement_problem() is not None:
         pytest.skip(f"no confinement here: {confinement_problem()}")

@@ -22,7 +22,7 @@ from tree_support import (
 )
 
 from dsh_jupyter.kernel import removal
-from dsh_jupyter.kernel.sandbox import confinement_problem
+from dsh_jupyter.kernel.confine.sandbox import confinement_problem
 from dsh_jupyter.kernel.workspace import remove_tree
 
 AS_ROOT_ONLY = pytest.mark.skipif(

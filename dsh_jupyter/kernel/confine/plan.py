@@ -16,10 +16,10 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from .files import INPUTS_DIR, input_mounts
+from ..files import INPUTS_DIR, input_mounts
+from ..workspace import Workspace
 from .sandbox import KERNEL_HOSTNAME, SandboxConfig, kernel_ids, landlock_abi
 from .seccomp import build_filter
-from .workspace import Workspace
 
 SYSTEM_PATHS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc")
 """Host paths a confined kernel sees read-only (those that exist)."""

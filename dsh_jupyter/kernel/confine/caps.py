@@ -40,7 +40,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ..runtime import CodeRunFailure, CodeRunResult
+from ...runtime import CodeRunFailure, CodeRunResult
 
 if TYPE_CHECKING:
     from .sandbox import SandboxConfig
