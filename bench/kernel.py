@@ -34,11 +34,11 @@ from dsh_jupyter.json_value import JsonValue
 from dsh_jupyter.kernel import KernelRuntime, KernelRuntimeConfig, StatefulConfig
 from dsh_jupyter.kernel.confine.caps import RuntimeCgroups
 from dsh_jupyter.kernel.confine.sandbox import SandboxConfig, confinement_problem
-from dsh_jupyter.kernel.forkserver import ForkLauncher
 from dsh_jupyter.kernel.gateway_config import GatewayConfig
-from dsh_jupyter.kernel.launch import KernelLauncher
+from dsh_jupyter.kernel.launch.base import KernelLauncher
+from dsh_jupyter.kernel.launch.forkserver import ForkLauncher
+from dsh_jupyter.kernel.launch.stock import StockLauncher
 from dsh_jupyter.kernel.pool import KernelPool
-from dsh_jupyter.kernel.stock import StockLauncher
 from dsh_jupyter.kernel.transport.connection import KernelConnection
 from dsh_jupyter.kernel.workspace import Workspace, create_runtime_directory, remove_tree
 from dsh_jupyter.runtime import FunctionBindings
@@ -270,7 +270,7 @@ async def pooled_uss(sandbox: SandboxConfig | None) -> tuple[float, float]:
 async def gateway_ready_times(gateway: GatewayConfig, samples: int) -> tuple[list[float],
                                                                           list[float]]:
     """POST /api/kernels -> websocket open -> kernel_info answered; and the DELETE after."""
-    from dsh_jupyter.kernel.gateway import GatewayLauncher
+    from dsh_jupyter.kernel.launch.gateway import GatewayLauncher
 
     config = KernelRuntimeConfig(gateway=gateway)
     launcher = GatewayLauncher(config)

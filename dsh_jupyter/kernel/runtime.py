@@ -57,13 +57,13 @@ from .confine.sandbox import (
 )
 from .confine.walls import missing_walls, missing_walls_message
 from .files import OutputCollector
-from .forkserver import ForkLauncher, fork_supported
-from .launch import KernelLauncher
+from .launch.base import KernelLauncher
+from .launch.forkserver import ForkLauncher, fork_supported
+from .launch.stock import StockLauncher
 from .logs import OutputBudget
 from .pool import KernelPool
 from .session import KernelSession, KernelStartError
 from .stateful import SessionInfo, StatefulSessions
-from .stock import StockLauncher
 from .workspace import SEED_HOME, create_runtime_directory, remove_tree
 
 DISPOSED = "runtime disposed"
@@ -381,7 +381,7 @@ async def _in_thread(function: Callable[..., object], *args: object) -> None:
 
 def _gateway_launcher(config: KernelRuntimeConfig) -> KernelLauncher:
     try:
-        from .gateway import GatewayLauncher  # websockets is an optional dependency
+        from .launch.gateway import GatewayLauncher  # websockets is an optional dependency
     except ImportError as error:
         raise CodeModeError(f"remote kernels need the gateway extra (pip install "
                             f"'dsh-jupyter[gateway]'): {error}") from error

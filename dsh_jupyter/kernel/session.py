@@ -26,7 +26,7 @@ from ..runtime import Bindings, CodeRunResult
 from .config import KernelRuntimeConfig
 from .files import prepare_work_directory
 from .inject import setup_cell
-from .launch import KernelLauncher, KernelProcess
+from .launch.base import KernelLauncher, KernelProcess
 from .logs import OutputBudget
 from .protocol import TARGET_NAME
 from .remote_files import prepare_remote

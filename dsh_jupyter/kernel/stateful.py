@@ -37,8 +37,8 @@ from typing import Any, Final
 from .._waiting import wait_quietly
 from ..abort import AbortSignal
 from ..runtime import Bindings, CodeRunFailure, CodeRunResult, FailureKind, RunFact
-from . import proctree
 from .files import OutputCollector
+from .launch import proctree
 from .logs import OutputBudget
 from .session import KernelSession
 from .stateful_config import StatefulConfig

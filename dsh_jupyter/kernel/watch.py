@@ -53,13 +53,13 @@ from ..runtime import (
     binding_helpers,
     binding_signatures,
 )
-from . import proctree
 from .bridge import Bridge, BuiltResult, done_result
 from .config import KernelRuntimeConfig
 from .displays import DisplayLog, SafeObserver
 from .files import Collected
 from .inject import program_cell
-from .launch import KernelProcess
+from .launch import proctree
+from .launch.base import KernelProcess
 from .logs import OutputBudget, OutputLog
 from .protocol import DoneErrorMessage, DoneOkMessage, HostMessage
 from .remote_files import COLLECT_SECONDS, collect_remote

@@ -7,8 +7,8 @@ import json
 import pytest
 
 from dsh_jupyter.kernel import KernelRuntimeConfig
-from dsh_jupyter.kernel.gateway import describe_refusal
 from dsh_jupyter.kernel.gateway_config import GatewayConfig
+from dsh_jupyter.kernel.launch.gateway import describe_refusal
 from dsh_jupyter.kernel.transport.gateway_connection import (
     decode_legacy,
     decode_v1,

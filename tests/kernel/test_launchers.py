@@ -15,8 +15,9 @@ import pytest
 from kernel_support import KERNEL_IDENTITY, Recorder, RuntimeFactory, gone, run
 from tree_support import build_deep
 
-from dsh_jupyter.kernel import KernelRuntime, proctree, removal
-from dsh_jupyter.kernel.launch import KernelProcess
+from dsh_jupyter.kernel import KernelRuntime, removal
+from dsh_jupyter.kernel.launch import proctree
+from dsh_jupyter.kernel.launch.base import KernelProcess
 
 pytestmark = [pytest.mark.kernel, pytest.mark.timeout(90)]
 
@@ -165,7 +166,7 @@ async def test_kernel_that_never_answers(make_runtime: RuntimeFactory, tmp_path:
 async def test_fork_server_cleans_up_after_a_vanished_host() -> None:
     from dsh_jupyter.kernel import KernelRuntimeConfig
     from dsh_jupyter.kernel.confine.caps import RuntimeCgroups
-    from dsh_jupyter.kernel.forkserver import ForkLauncher
+    from dsh_jupyter.kernel.launch.forkserver import ForkLauncher
     from dsh_jupyter.kernel.workspace import Workspace, create_runtime_directory
 
     config = KernelRuntimeConfig()
@@ -191,7 +192,7 @@ async def test_fork_server_removes_what_a_program_left_after_a_vanished_host() -
     """A tree too deep for ``shutil.rmtree``, locked levels and a locked workspace: the
     server alone (the host never removes anything here) leaves nothing on disk."""
     from dsh_jupyter.kernel import KernelRuntimeConfig
-    from dsh_jupyter.kernel.forkserver import ForkLauncher
+    from dsh_jupyter.kernel.launch.forkserver import ForkLauncher
     from dsh_jupyter.kernel.workspace import Workspace, create_runtime_directory
 
     config = KernelRuntimeConfig()
@@ -252,7 +253,7 @@ async def test_provisioner_replaces_a_missing_one_and_merges_settings(
 
 def _spec_manager(**config: Any) -> Any:
     from dsh_jupyter.kernel import KernelRuntimeConfig
-    from dsh_jupyter.kernel.stock import _SpecManager
+    from dsh_jupyter.kernel.launch.stock import _SpecManager
 
     settings = KernelRuntimeConfig(launcher="stock", **config)
     return _SpecManager(provisioner=settings.provisioner,
@@ -286,7 +287,7 @@ def test_another_provisioner_drops_the_kernelspecs_settings(
 
 
 def test_a_missing_provisioner_in_the_config_is_named() -> None:
-    from dsh_jupyter.kernel.stock import DEFAULT_KERNEL_NAME, MissingProvisionerError
+    from dsh_jupyter.kernel.launch.stock import DEFAULT_KERNEL_NAME, MissingProvisionerError
 
     manager = _spec_manager(provisioner="dsh-no-such-provisioner")
     with pytest.raises(MissingProvisionerError) as caught:

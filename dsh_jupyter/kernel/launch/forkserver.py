@@ -24,17 +24,18 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from ._inkernel import MODULE_NAME, SOURCE_FILENAME
-from .config import KernelRuntimeConfig
-from .confine.caps import RuntimeCgroups, new_caps
-from .confine.plan import confinement_plan, restriction_plan
-from .confine.sandbox import CONFINE_SCRIPT, SandboxConfig
-from .inject import SOURCE_PATH
-from .launch import KERNEL_ARGS, check_host_ipykernel, describe_status
-from .workspace import Workspace, scrubbed_environment
+from .. import removal
+from .._inkernel import MODULE_NAME, SOURCE_FILENAME
+from ..config import KernelRuntimeConfig
+from ..confine.caps import RuntimeCgroups, new_caps
+from ..confine.plan import confinement_plan, restriction_plan
+from ..confine.sandbox import CONFINE_SCRIPT, SandboxConfig
+from ..inject import SOURCE_PATH
+from ..workspace import Workspace, scrubbed_environment
+from . import proctree
+from .base import KERNEL_ARGS, check_host_ipykernel, describe_status
 
-_HERE = Path(__file__).parent
-SERVER_SCRIPT = _HERE / "_forkserver.py"
+SERVER_SCRIPT = Path(__file__).with_name("_forkserver.py")
 
 
 class ForkServerError(Exception):
@@ -61,8 +62,8 @@ class ForkServer:
         try:
             process = subprocess.Popen(  # noqa: ASYNC220  # fork+exec, returns at once
                 [sys.executable, "-I", str(SERVER_SCRIPT), str(server_end.fileno()),
-                 str(_HERE / "proctree.py"), str(SOURCE_PATH), MODULE_NAME, SOURCE_FILENAME,
-                 str(CONFINE_SCRIPT), str(runtime_dir), str(nice), str(_HERE / "removal.py"),
+                 proctree.__file__, str(SOURCE_PATH), MODULE_NAME, SOURCE_FILENAME,
+                 str(CONFINE_SCRIPT), str(runtime_dir), str(nice), removal.__file__,
                  json.dumps([str(path) for path in cgroups])],
                 pass_fds=[server_end.fileno()], env=env, cwd="/",
                 stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,

@@ -30,12 +30,12 @@ from typing import TYPE_CHECKING, Any
 import httpx
 from websockets.exceptions import InvalidHandshake, InvalidStatus
 
-from .gateway_config import GatewayConfig
-from .transport.gateway_connection import GatewayConnection
+from ..gateway_config import GatewayConfig
+from ..transport.gateway_connection import GatewayConnection
 
 if TYPE_CHECKING:
-    from .config import KernelRuntimeConfig
-    from .workspace import Workspace
+    from ..config import KernelRuntimeConfig
+    from ..workspace import Workspace
 
 _log = logging.getLogger(__name__)
 

@@ -13,9 +13,9 @@ import importlib.metadata
 import signal
 from typing import Any, Protocol
 
-from ..errors import CodeModeError
-from ._inkernel import ipykernel_problem
-from .workspace import Workspace
+from ...errors import CodeModeError
+from .._inkernel import ipykernel_problem
+from ..workspace import Workspace
 
 KERNEL_ARGS = ("--HistoryManager.enabled=False", "--IPKernelApp.quiet=True")
 """Options every local kernel of the host's Python gets (stock and forked alike)."""
