@@ -38,9 +38,9 @@ from dsh_jupyter.kernel.gateway_config import GatewayConfig
 from dsh_jupyter.kernel.launch.base import KernelLauncher
 from dsh_jupyter.kernel.launch.forkserver import ForkLauncher
 from dsh_jupyter.kernel.launch.stock import StockLauncher
-from dsh_jupyter.kernel.pool import KernelPool
+from dsh_jupyter.kernel.run.pool import KernelPool
+from dsh_jupyter.kernel.run.workspace import Workspace, create_runtime_directory, remove_tree
 from dsh_jupyter.kernel.transport.connection import KernelConnection
-from dsh_jupyter.kernel.workspace import Workspace, create_runtime_directory, remove_tree
 from dsh_jupyter.runtime import FunctionBindings
 
 NEVER = AbortSignal.never()

@@ -8,7 +8,7 @@ failures) can be unit-tested in milliseconds; real runs use
 It runs the kernel's own code on both ends, so a program behaves as it does in a
 kernel: the in-kernel core (``kernel/_inkernel.py``: the compiler, ``tools``, the
 call protocol, frames, tracebacks) is loaded from the same source, under the same
-file name, and every message goes through the host's :class:`~.kernel.bridge.Bridge`
+file name, and every message goes through the host's :class:`~.kernel.run.bridge.Bridge`
 as JSON, exactly as it crosses a comm. What differs is only the transport and the
 process: ``print`` is captured (writes to ``sys.stdout`` are not), and a timeout or an
 abort cancels the program's task instead of interrupting a kernel.
@@ -30,12 +30,12 @@ from typing import Any
 from ._safe_text import safe_result
 from .abort import AbortSignal
 from .kernel._inkernel import SOURCE_FILENAME
-from .kernel.bridge import Bridge, Done, done_result
 from .kernel.config import KernelRuntimeConfig
-from .kernel.displays import SafeObserver
 from .kernel.inject import inkernel_source
-from .kernel.logs import OutputLog
 from .kernel.protocol import HostMessage
+from .kernel.run.bridge import Bridge, Done, done_result
+from .kernel.run.displays import SafeObserver
+from .kernel.run.logs import OutputLog
 from .runtime import (
     Bindings,
     CodeRunFailure,

@@ -12,10 +12,10 @@ from typing import Literal, cast
 
 from ..json_value import JsonValue, NotJsonError, snapshot_json
 from .confine.sandbox import SandboxConfig, SandboxSetting, resolve_sandbox
-from .files import OutputLimits, check_inputs
 from .gateway_config import GatewayConfig
 from .protocol import MAX_MESSAGE_BYTES
-from .remote_files import remote_input_entries
+from .run.files import OutputLimits, check_inputs
+from .run.remote_files import remote_input_entries
 from .stateful_config import StatefulConfig
 
 MiB = 1024 * 1024

@@ -12,7 +12,7 @@ from kernel_support import run
 
 from dsh_jupyter.abort import AbortSignal
 from dsh_jupyter.kernel import KernelRuntimeConfig, StatefulConfig
-from dsh_jupyter.kernel.remote_files import CHUNK_BYTES, MAX_REMOTE_INPUT_BYTES
+from dsh_jupyter.kernel.run.remote_files import CHUNK_BYTES, MAX_REMOTE_INPUT_BYTES
 from dsh_jupyter.runtime import CodeRunResult, FunctionBindings
 
 pytestmark = [pytest.mark.kernel, pytest.mark.timeout(60)]

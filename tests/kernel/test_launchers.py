@@ -15,9 +15,10 @@ import pytest
 from kernel_support import KERNEL_IDENTITY, Recorder, RuntimeFactory, gone, run
 from tree_support import build_deep
 
-from dsh_jupyter.kernel import KernelRuntime, removal
+from dsh_jupyter.kernel import KernelRuntime
 from dsh_jupyter.kernel.launch import proctree
 from dsh_jupyter.kernel.launch.base import KernelProcess
+from dsh_jupyter.kernel.run import removal
 
 pytestmark = [pytest.mark.kernel, pytest.mark.timeout(90)]
 
@@ -167,7 +168,7 @@ async def test_fork_server_cleans_up_after_a_vanished_host() -> None:
     from dsh_jupyter.kernel import KernelRuntimeConfig
     from dsh_jupyter.kernel.confine.caps import RuntimeCgroups
     from dsh_jupyter.kernel.launch.forkserver import ForkLauncher
-    from dsh_jupyter.kernel.workspace import Workspace, create_runtime_directory
+    from dsh_jupyter.kernel.run.workspace import Workspace, create_runtime_directory
 
     config = KernelRuntimeConfig()
     directory = create_runtime_directory()
@@ -193,7 +194,7 @@ async def test_fork_server_removes_what_a_program_left_after_a_vanished_host() -
     server alone (the host never removes anything here) leaves nothing on disk."""
     from dsh_jupyter.kernel import KernelRuntimeConfig
     from dsh_jupyter.kernel.launch.forkserver import ForkLauncher
-    from dsh_jupyter.kernel.workspace import Workspace, create_runtime_directory
+    from dsh_jupyter.kernel.run.workspace import Workspace, create_runtime_directory
 
     config = KernelRuntimeConfig()
     directory = create_runtime_directory()

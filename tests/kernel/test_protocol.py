@@ -14,11 +14,11 @@ import pytest
 
 from dsh_jupyter.json_value import JsonValue
 from dsh_jupyter.kernel import KernelRuntimeConfig, _inkernel, inject, protocol
-from dsh_jupyter.kernel.bridge import Bridge
-from dsh_jupyter.kernel.logs import OutputLog
 from dsh_jupyter.kernel.protocol import HostMessage, Malformed, parse_kernel_message
+from dsh_jupyter.kernel.run.bridge import Bridge
+from dsh_jupyter.kernel.run.logs import OutputLog
+from dsh_jupyter.kernel.run.workspace import Workspace
 from dsh_jupyter.kernel.transport.carrier import CarrierListener, MessageTooLarge
-from dsh_jupyter.kernel.workspace import Workspace
 from dsh_jupyter.runtime import BindingError, FunctionBindings
 
 pytestmark = pytest.mark.timeout(10)
@@ -359,7 +359,7 @@ def test_memory_cap_below_a_kernels_footprint_is_rejected() -> None:
 
 
 def test_output_logs_share_the_runtime_budget() -> None:
-    from dsh_jupyter.kernel.logs import ENTRY_OVERHEAD, OutputBudget
+    from dsh_jupyter.kernel.run.logs import ENTRY_OVERHEAD, OutputBudget
 
     budget = OutputBudget(1000)
     first, second = OutputLog(10_000, budget), OutputLog(10_000, budget)
@@ -378,7 +378,7 @@ def test_output_logs_share_the_runtime_budget() -> None:
 
 
 def test_json_size_counts_escapes_without_encoding() -> None:
-    from dsh_jupyter.kernel.logs import json_size
+    from dsh_jupyter.kernel.run.logs import json_size
 
     for text in ["", "plain", 'quote " and \\ backslash', "tab\tnew\nline\x01\x1f\x7f",
                  "é", "日本", "\ud800"]:

@@ -16,8 +16,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from ..files import INPUTS_DIR, input_mounts
-from ..workspace import Workspace
+from ..run.files import INPUTS_DIR, input_mounts
+from ..run.workspace import Workspace
 from .sandbox import KERNEL_HOSTNAME, SandboxConfig, kernel_ids, landlock_abi
 from .seccomp import build_filter
 

@@ -15,7 +15,7 @@ from typing import Any, Protocol
 
 from ...errors import CodeModeError
 from .._inkernel import ipykernel_problem
-from ..workspace import Workspace
+from ..run.workspace import Workspace
 
 KERNEL_ARGS = ("--HistoryManager.enabled=False", "--IPKernelApp.quiet=True")
 """Options every local kernel of the host's Python gets (stock and forked alike)."""

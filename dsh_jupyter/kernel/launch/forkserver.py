@@ -24,14 +24,14 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from .. import removal
 from .._inkernel import MODULE_NAME, SOURCE_FILENAME
 from ..config import KernelRuntimeConfig
 from ..confine.caps import RuntimeCgroups, new_caps
 from ..confine.plan import confinement_plan, restriction_plan
 from ..confine.sandbox import CONFINE_SCRIPT, SandboxConfig
 from ..inject import SOURCE_PATH
-from ..workspace import Workspace, scrubbed_environment
+from ..run import removal
+from ..run.workspace import Workspace, scrubbed_environment
 from . import proctree
 from .base import KERNEL_ARGS, check_host_ipykernel, describe_status
 

@@ -35,7 +35,7 @@ from ..transport.gateway_connection import GatewayConnection
 
 if TYPE_CHECKING:
     from ..config import KernelRuntimeConfig
-    from ..workspace import Workspace
+    from ..run.workspace import Workspace
 
 _log = logging.getLogger(__name__)
 

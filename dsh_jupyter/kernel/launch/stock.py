@@ -30,7 +30,7 @@ from ..config import KernelRuntimeConfig
 from ..confine.caps import RuntimeCgroups, new_caps
 from ..confine.plan import confinement_plan, restriction_plan
 from ..confine.sandbox import CONFINE_SCRIPT, SandboxConfig
-from ..workspace import Workspace
+from ..run.workspace import Workspace
 from . import proctree
 from .base import KERNEL_ARGS, check_host_ipykernel, describe_status
 

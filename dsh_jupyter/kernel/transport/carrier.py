@@ -26,7 +26,7 @@ import secrets
 import socket
 from typing import Any
 
-from ..workspace import Workspace
+from ..run.workspace import Workspace
 
 MAX_SOCKET_PATH = 100  # sun_path holds 108 bytes on Linux
 

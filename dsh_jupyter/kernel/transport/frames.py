@@ -21,7 +21,7 @@ import json
 from typing import Any, Final
 
 from ...json_value import FrozenDict, FrozenList, JsonValue, NotJsonError, snapshot_json
-from ..logs import json_size
+from ..run.logs import json_size
 
 MAX_DEPTH: Final = 500
 """Containers a built value may nest (the kernel refuses deeper values itself)."""

@@ -32,8 +32,8 @@ import re
 from collections.abc import Callable
 from typing import Final
 
-from .._safe_text import escape_text
-from ..json_value import JsonValue
+from ..._safe_text import escape_text
+from ...json_value import JsonValue
 
 ENTRY_OVERHEAD: Final = 64
 """What holding one log entry costs beyond its text (a str object and a list slot)."""

@@ -40,26 +40,26 @@ from typing import Any
 
 import zmq.asyncio
 
-from .._safe_text import safe_result
-from .._waiting import wait_quietly
-from ..abort import AbortController, AbortSignal
-from ..errors import CodeModeError
-from ..runtime import Bindings, CodeRunFailure, CodeRunResult, RunFact, binding_session
-from . import fontcache
-from .config import KernelRuntimeConfig
-from .confine.caps import RuntimeCgroups
-from .confine.sandbox import (
+from ..._safe_text import safe_result
+from ..._waiting import wait_quietly
+from ...abort import AbortController, AbortSignal
+from ...errors import CodeModeError
+from ...runtime import Bindings, CodeRunFailure, CodeRunResult, RunFact, binding_session
+from ..config import KernelRuntimeConfig
+from ..confine.caps import RuntimeCgroups
+from ..confine.sandbox import (
     MissingWallWarning,
     SandboxConfig,
     UnconfinedWarning,
     confinement_problem,
     unconfined_message,
 )
-from .confine.walls import missing_walls, missing_walls_message
+from ..confine.walls import missing_walls, missing_walls_message
+from ..launch.base import KernelLauncher
+from ..launch.forkserver import ForkLauncher, fork_supported
+from ..launch.stock import StockLauncher
+from . import fontcache
 from .files import OutputCollector
-from .launch.base import KernelLauncher
-from .launch.forkserver import ForkLauncher, fork_supported
-from .launch.stock import StockLauncher
 from .logs import OutputBudget
 from .pool import KernelPool
 from .session import KernelSession, KernelStartError
@@ -381,7 +381,7 @@ async def _in_thread(function: Callable[..., object], *args: object) -> None:
 
 def _gateway_launcher(config: KernelRuntimeConfig) -> KernelLauncher:
     try:
-        from .launch.gateway import GatewayLauncher  # websockets is an optional dependency
+        from ..launch.gateway import GatewayLauncher  # websockets is an optional dependency
     except ImportError as error:
         raise CodeModeError(f"remote kernels need the gateway extra (pip install "
                             f"'dsh-jupyter[gateway]'): {error}") from error

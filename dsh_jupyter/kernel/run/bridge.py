@@ -27,11 +27,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import cast
 
-from .._waiting import wait_quietly
-from ..json_value import JsonValue, NotJsonError, snapshot_json
-from ..runtime import BindingError, Bindings, CodeRunFailure, CodeRunResult
-from .logs import OutputLog
-from .protocol import (
+from ..._waiting import wait_quietly
+from ...json_value import JsonValue, NotJsonError, snapshot_json
+from ...runtime import BindingError, Bindings, CodeRunFailure, CodeRunResult
+from ..protocol import (
     DoneErrorMessage,
     DoneOkMessage,
     FrameMessage,
@@ -41,7 +40,8 @@ from .protocol import (
     result_error,
     result_ok,
 )
-from .transport.frames import MAX_DEPTH, FrameError, FrameTooLarge, ValueBuilder
+from ..transport.frames import MAX_DEPTH, FrameError, FrameTooLarge, ValueBuilder
+from .logs import OutputLog
 
 MAX_FAILED_FRAMES = 4096
 

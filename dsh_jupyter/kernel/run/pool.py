@@ -18,7 +18,7 @@ import contextlib
 import logging
 from collections.abc import Awaitable, Callable
 
-from .._waiting import wait_quietly
+from ..._waiting import wait_quietly
 from .session import KernelSession, KernelStartError
 
 _log = logging.getLogger(__name__)

@@ -34,14 +34,14 @@ import time
 from collections.abc import Awaitable, Callable, Coroutine, Iterable
 from typing import Any, Final
 
-from .._waiting import wait_quietly
-from ..abort import AbortSignal
-from ..runtime import Bindings, CodeRunFailure, CodeRunResult, FailureKind, RunFact
+from ..._waiting import wait_quietly
+from ...abort import AbortSignal
+from ...runtime import Bindings, CodeRunFailure, CodeRunResult, FailureKind, RunFact
+from ..launch import proctree
+from ..stateful_config import StatefulConfig
 from .files import OutputCollector
-from .launch import proctree
 from .logs import OutputBudget
 from .session import KernelSession
-from .stateful_config import StatefulConfig
 from .watch import ComputeLimit
 
 STATE_LOST: Final = ("this conversation's kernel was stopped, so the variables and imports of "

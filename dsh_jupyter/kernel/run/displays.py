@@ -36,12 +36,12 @@ import re
 from collections.abc import Callable, Mapping
 from typing import Any, Final, cast
 
-from .._images import format_bytes
-from .._safe_text import escape_json
-from ..json_value import JsonObject, NotJsonError, snapshot_json
-from ..runtime import Display, OutputObserver
+from ..._images import format_bytes
+from ..._safe_text import escape_json
+from ...json_value import JsonObject, NotJsonError, snapshot_json
+from ...runtime import Display, OutputObserver
+from ..transport.frames import MAX_DEPTH
 from .logs import OutputBudget, json_size
-from .transport.frames import MAX_DEPTH
 
 _log = logging.getLogger(__name__)
 

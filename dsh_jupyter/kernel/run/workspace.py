@@ -45,15 +45,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
-from .._waiting import wait_uncancelled
+from ..._waiting import wait_uncancelled
+from ..config import KernelRuntimeConfig
+from ..confine.sandbox import kernel_ids
 from . import removal
-from .config import KernelRuntimeConfig
-from .confine.sandbox import kernel_ids
 
 if TYPE_CHECKING:
-    from .confine.caps import KernelCaps
+    from ..confine.caps import KernelCaps
 
-_log = logging.getLogger(__name__)
+_log = logging.getLogger("dsh_jupyter.kernel.workspace")  # the name docs/security.md gives
 
 SEED_HOME = "seed-home"
 """The directory of a runtime's directory whose files each workspace's HOME starts with."""

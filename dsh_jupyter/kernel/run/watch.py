@@ -42,9 +42,9 @@ import logging
 from collections.abc import Coroutine, Iterable
 from typing import Any, Final, Protocol
 
-from .._waiting import wait_quietly
-from ..abort import AbortSignal
-from ..runtime import (
+from ..._waiting import wait_quietly
+from ...abort import AbortSignal
+from ...runtime import (
     Bindings,
     CodeRunFailure,
     CodeRunResult,
@@ -53,19 +53,19 @@ from ..runtime import (
     binding_helpers,
     binding_signatures,
 )
+from ..config import KernelRuntimeConfig
+from ..inject import program_cell
+from ..launch import proctree
+from ..launch.base import KernelProcess
+from ..protocol import DoneErrorMessage, DoneOkMessage, HostMessage
+from ..transport.carrier import MessageTooLarge, SocketCarrier
+from ..transport.channels import KernelChannels
+from ..transport.wire import Incoming, one_line
 from .bridge import Bridge, BuiltResult, done_result
-from .config import KernelRuntimeConfig
 from .displays import DisplayLog, SafeObserver
 from .files import Collected
-from .inject import program_cell
-from .launch import proctree
-from .launch.base import KernelProcess
 from .logs import OutputBudget, OutputLog
-from .protocol import DoneErrorMessage, DoneOkMessage, HostMessage
 from .remote_files import COLLECT_SECONDS, collect_remote
-from .transport.carrier import MessageTooLarge, SocketCarrier
-from .transport.channels import KernelChannels
-from .transport.wire import Incoming, one_line
 
 _log = logging.getLogger(__name__)
 

@@ -21,19 +21,19 @@ from pathlib import Path
 
 import zmq.asyncio
 
-from ..abort import AbortSignal
-from ..runtime import Bindings, CodeRunResult
-from .config import KernelRuntimeConfig
+from ...abort import AbortSignal
+from ...runtime import Bindings, CodeRunResult
+from ..config import KernelRuntimeConfig
+from ..inject import setup_cell
+from ..launch.base import KernelLauncher, KernelProcess
+from ..protocol import TARGET_NAME
+from ..transport.carrier import CarrierListener, SocketCarrier
+from ..transport.channels import HasChannels, KernelChannels
+from ..transport.connection import KernelConnection
+from ..transport.wire import one_line
 from .files import prepare_work_directory
-from .inject import setup_cell
-from .launch.base import KernelLauncher, KernelProcess
 from .logs import OutputBudget
-from .protocol import TARGET_NAME
 from .remote_files import prepare_remote
-from .transport.carrier import CarrierListener, SocketCarrier
-from .transport.channels import HasChannels, KernelChannels
-from .transport.connection import KernelConnection
-from .transport.wire import one_line
 from .watch import ComputeLimit, RunWatch
 from .workspace import Workspace, create_workspace
 

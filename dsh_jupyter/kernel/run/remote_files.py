@@ -27,9 +27,9 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from ..runtime import RunFile
+from ...runtime import RunFile
+from ..transport.channels import KernelChannels
 from .files import Collected, OutputLimits, guess_mime
-from .transport.channels import KernelChannels
 
 MAX_REMOTE_INPUT_BYTES = 1024 * 1024
 """The inputs a remote kernel can get, together (sent inside one setup cell)."""
