@@ -1,10 +1,10 @@
 """The fork server: preloads IPython and ipykernel once, then forks one kernel per request.
 
-Run by the host as ``python -I _forkserver.py CONTROL_FD PROCTREE_PY INKERNEL_PY
+Run by the host as ``python -I _forkserver.py CONTROL_FD PROCTREE_PY INKERNEL_LOADER_PY
 INKERNEL_MODULE INKERNEL_FILENAME CONFINE_PY RUNTIME_DIR NICE REMOVAL_PY CGROUPS_JSON``
-(standard library plus what it preloads; the host names the in-kernel module, see
-``inject``; ``CGROUPS_JSON``: the runtime's cgroup directories, removed with the runtime's
-directory when the host is gone). At fork time it has no threads, no zmq context and
+(standard library plus what it preloads; the host names the in-kernel package and its
+loader, see ``inject``; ``CGROUPS_JSON``: the runtime's cgroup directories, removed with
+the runtime's directory when the host is gone). At fork time it has no threads, no zmq context and
 no event loop; each child becomes a kernel in its own process group (in the server's
 session, which runs ``NICE`` below the host: see :meth:`Server.lower_session`), a child
 subreaper (orphans stay in its
@@ -82,16 +82,13 @@ def _load(name: str, path: str) -> types.ModuleType:
     return module
 
 
-def _preload(inkernel_path: str, inkernel_module: str, inkernel_filename: str) -> None:
+def _preload(loader_path: str, inkernel_module: str, inkernel_filename: str) -> None:
     sys.modules["debugpy"] = None  # type: ignore[assignment]  # no debugger in throwaway kernels
     for name in PRELOAD:
         with contextlib.suppress(Exception):
             __import__(name)
-    module = types.ModuleType(inkernel_module)
-    sys.modules[inkernel_module] = module
-    with open(inkernel_path, encoding="utf-8") as file:
-        source = file.read()
-    exec(compile(source, inkernel_filename, "exec"), module.__dict__)
+    loader = _load("_dsh_jupyter_inkernel_loader", loader_path)
+    loader.load(inkernel_module, loader.sources(), inkernel_filename)
 
 
 class Server:

@@ -14,7 +14,7 @@ import signal
 from typing import Any, Protocol
 
 from ...errors import CodeModeError
-from .._inkernel import ipykernel_problem
+from ..inkernel.runner import ipykernel_problem
 from ..run.workspace import Workspace
 
 KERNEL_ARGS = ("--HistoryManager.enabled=False", "--IPKernelApp.quiet=True")
@@ -47,7 +47,7 @@ class KernelProcess(Protocol):
 
 class KernelLauncher(Protocol):
     """Starts kernels in a workspace with a given environment. ``preloads_runtime``: its
-    kernels already hold ``_inkernel`` (only ``start()`` is left to call)."""
+    kernels already hold the in-kernel package (only ``start()`` is left to call)."""
 
     @property
     def preloads_runtime(self) -> bool: ...

@@ -24,12 +24,12 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from .._inkernel import MODULE_NAME, SOURCE_FILENAME
 from ..config import KernelRuntimeConfig
 from ..confine.caps import RuntimeCgroups, new_caps
 from ..confine.plan import confinement_plan, restriction_plan
 from ..confine.sandbox import CONFINE_SCRIPT, SandboxConfig
-from ..inject import SOURCE_PATH
+from ..inject import LOADER_PATH, MODULE_NAME
+from ..inkernel.program import SOURCE_FILENAME
 from ..run import removal
 from ..run.workspace import Workspace, scrubbed_environment
 from . import proctree
@@ -62,7 +62,7 @@ class ForkServer:
         try:
             process = subprocess.Popen(  # noqa: ASYNC220  # fork+exec, returns at once
                 [sys.executable, "-I", str(SERVER_SCRIPT), str(server_end.fileno()),
-                 proctree.__file__, str(SOURCE_PATH), MODULE_NAME, SOURCE_FILENAME,
+                 proctree.__file__, str(LOADER_PATH), MODULE_NAME, SOURCE_FILENAME,
                  str(CONFINE_SCRIPT), str(runtime_dir), str(nice), removal.__file__,
                  json.dumps([str(path) for path in cgroups])],
                 pass_fds=[server_end.fileno()], env=env, cwd="/",

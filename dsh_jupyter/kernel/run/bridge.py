@@ -30,16 +30,8 @@ from typing import cast
 from ..._waiting import wait_quietly
 from ...json_value import JsonValue, NotJsonError, snapshot_json
 from ...runtime import BindingError, Bindings, CodeRunFailure, CodeRunResult
-from ..protocol import (
-    DoneErrorMessage,
-    DoneOkMessage,
-    FrameMessage,
-    HostMessage,
-    Malformed,
-    parse_kernel_message,
-    result_error,
-    result_ok,
-)
+from ..inkernel.messages import DoneErrorMessage, DoneOkMessage, FrameMessage, HostMessage
+from ..protocol import Malformed, parse_kernel_message, result_error, result_ok
 from ..transport.frames import MAX_DEPTH, FrameError, FrameTooLarge, ValueBuilder
 from .logs import OutputLog
 
@@ -115,13 +107,13 @@ class Bridge:
         return None
 
     def _frame(self, frame: FrameMessage) -> Done | None:
-        call_id = frame["id"]
-        if call_id is None:
+        if frame["for"] == "done":
             try:
                 self._result.feed(frame["text"])
             except FrameError as error:
                 return _result_failure(error)
             return None
+        call_id = frame["id"]
         if call_id in self._failed_frames:
             return None
         builder = self._arguments.get(call_id)

@@ -2,7 +2,7 @@
 each run of that session in turn: see ``stateful``).
 
 :meth:`KernelSession.open` makes a workspace, starts a kernel, connects, waits
-until it is ready and injects ``_inkernel.py`` (which opens the tools comm: the
+until it is ready and injects the in-kernel package (which opens the tools comm: the
 first ``comm_open`` for our target answering our setup cell is the only comm the
 host trusts; with ``carrier="socket"`` on a local kernel the setup cell also
 names the socket carrier), then removes the connection file a stock launch
@@ -25,8 +25,8 @@ from ...abort import AbortSignal
 from ...runtime import Bindings, CodeRunResult
 from ..config import KernelRuntimeConfig
 from ..inject import setup_cell
+from ..inkernel.messages import TARGET_NAME
 from ..launch.base import KernelLauncher, KernelProcess
-from ..protocol import TARGET_NAME
 from ..transport.carrier import CarrierListener, SocketCarrier
 from ..transport.channels import HasChannels, KernelChannels
 from ..transport.connection import KernelConnection

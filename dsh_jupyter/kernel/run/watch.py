@@ -55,9 +55,9 @@ from ...runtime import (
 )
 from ..config import KernelRuntimeConfig
 from ..inject import program_cell
+from ..inkernel.messages import DoneErrorMessage, DoneOkMessage, HostMessage
 from ..launch import proctree
 from ..launch.base import KernelProcess
-from ..protocol import DoneErrorMessage, DoneOkMessage, HostMessage
 from ..transport.carrier import MessageTooLarge, SocketCarrier
 from ..transport.channels import KernelChannels
 from ..transport.wire import Incoming, one_line

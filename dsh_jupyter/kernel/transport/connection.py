@@ -58,7 +58,7 @@ class KernelConnection(BaseChannels[list[bytes]]):
                 sock.setsockopt(zmq.MAXMSGSIZE, max_message_bytes)
             self.iopub.setsockopt(zmq.SUBSCRIBE, b"")
             # Few messages queued here: past them the kernel keeps its backlog (its iopub
-            # never drops, see _inkernel.unlimit_iopub), not the host (a 64 KiB output
+            # never drops, see inkernel.outputs.unlimit_iopub), not the host (a 64 KiB output
             # chunk each, up to 1,000 of them per flooding kernel at zmq's default).
             self.iopub.setsockopt(zmq.RCVHWM, IOPUB_QUEUE)
             self._monitor = self.iopub.get_monitor_socket(zmq.EVENT_DISCONNECTED)

@@ -1,7 +1,7 @@
 """Rebuilding a large value from the frames a kernel sends, one bounded step at a time.
 
 A kernel sends arguments or a return value whose JSON is over ``FRAME_BYTES`` as a
-sequence of frames (``_inkernel.frame_texts``): each is a JSON array of operations
+sequence of frames (``inkernel.frames.frame_texts``): each is a JSON array of operations
 (open or close a container, add values, slices of elements or members, keys, pieces
 of a long string). :class:`ValueBuilder` applies one frame per :meth:`feed`, so the
 host decodes at most one frame (~64 KiB) between two turns of its event loop,
