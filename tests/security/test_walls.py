@@ -128,7 +128,7 @@ return seen
 async def test_masked_proc(harness: Harness, launcher: str) -> None:
     """``/proc``'s sensitive files, as runc and bubblewrap mask them: the read-only ones
     refuse every write, the masked ones read as empty, and nothing can be remounted."""
-    from dsh_jupyter.kernel.confine._confine import PROC_MASKED, PROC_READ_ONLY
+    from dsh_jupyter.kernel.confine._confine.root import PROC_MASKED, PROC_READ_ONLY
 
     seen = await attack(harness, MASKED.format(read_only=PROC_READ_ONLY, masked=PROC_MASKED),
                         launcher=launcher)

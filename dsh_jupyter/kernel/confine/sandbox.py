@@ -7,7 +7,7 @@
     KernelRuntimeConfig(sandbox=SandboxConfig(network=True, cpu_seconds=120))
     KernelRuntimeConfig(sandbox=None)                       # unconfined, no warning
 
-A confined kernel (forked or stock-launched; see ``_confine.py`` for how) runs
+A confined kernel (forked or stock-launched; see ``_confine/`` for how) runs
 in its own user, mount, IPC, PID and network namespaces:
 
 - **files:** a new root holding the system (``/usr``, ``/etc``, ...) and the
@@ -38,7 +38,8 @@ from typing import Literal
 
 from ...errors import DshWarning
 
-CONFINE_SCRIPT = Path(__file__).parent / "_confine.py"
+CONFINE_PACKAGE = Path(__file__).parent / "_confine"
+"""The confiner: a standard-library package the keeper and the fork server load by path."""
 
 SandboxSetting = Literal["auto", "required"]
 UNPRIVILEGED_IDS = (65534, 65534)
@@ -160,7 +161,7 @@ def confinement_problem() -> str | None:
     if not sys.platform.startswith("linux"):
         return f"kernel confinement needs Linux namespaces (this is {sys.platform})"
     try:
-        done = subprocess.run([sys.executable, "-I", "-S", str(CONFINE_SCRIPT), "--probe"],
+        done = subprocess.run([sys.executable, "-I", "-S", str(CONFINE_PACKAGE), "--probe"],
                               capture_output=True, timeout=30, check=False,
                               stdin=subprocess.DEVNULL)
     except (OSError, subprocess.TimeoutExpired) as error:

@@ -1,7 +1,7 @@
 """The fork server: preloads IPython and ipykernel once, then forks one kernel per request.
 
 Run by the host as ``python -I _forkserver.py CONTROL_FD PROCTREE_PY INKERNEL_LOADER_PY
-INKERNEL_MODULE INKERNEL_FILENAME CONFINE_PY RUNTIME_DIR NICE REMOVAL_PY CGROUPS_JSON``
+INKERNEL_MODULE INKERNEL_FILENAME CONFINE_DIR RUNTIME_DIR NICE REMOVAL_PY CGROUPS_JSON``
 (standard library plus what it preloads; the host names the in-kernel package and its
 loader, see ``inject``; ``CGROUPS_JSON``: the runtime's cgroup directories, removed with
 the runtime's directory when the host is gone). At fork time it has no threads, no zmq context and
@@ -10,7 +10,7 @@ session, which runs ``NICE`` below the host: see :meth:`Server.lower_session`), 
 subreaper (orphans stay in its
 tree), dies with the
 server (``PR_SET_PDEATHSIG``), is confined when the request carries a plan (see
-``_confine.py``: the child then waits outside while the kernel runs as PID 2 of
+``_confine/``: the child then waits outside while the kernel runs as PID 2 of
 its own namespaces), gets its own environment, working directory and resource
 limits, reseeds ``random``, and runs ``IPKernelApp``. The connection info
 (with the key) arrives in the request and reaches the kernel through a memfd:
@@ -74,7 +74,12 @@ def _prctl(option: int, value: int) -> None:
 
 
 def _load(name: str, path: str) -> types.ModuleType:
-    spec = importlib.util.spec_from_file_location(name, path)
+    """The module at ``path``, or the package whose directory it is, as ``name``."""
+    if os.path.isdir(path):
+        spec = importlib.util.spec_from_file_location(
+            name, os.path.join(path, "__init__.py"), submodule_search_locations=[path])
+    else:
+        spec = importlib.util.spec_from_file_location(name, path)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     sys.modules[name] = module

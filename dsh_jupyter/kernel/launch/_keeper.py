@@ -1,9 +1,9 @@
 """The keeper: a tiny parent for a stock-launched local kernel (standard library only).
 
 Run as ``python -I -S -c <this source> [--as BYTES] [--data BYTES] [--nofile N]
-[--nproc N] [--fsize BYTES] [--cpu SECONDS] [--nice N] [--confine CONFINE_PY PLAN_JSON]
-[--restrict CONFINE_PY PLAN_JSON] -- KERNEL_ARGV...`` (``--confine``: the kernel
-runs in its own namespaces, see ``_confine.py``; the keeper stays outside).
+[--nproc N] [--fsize BYTES] [--cpu SECONDS] [--nice N] [--confine CONFINE_DIR PLAN_JSON]
+[--restrict CONFINE_DIR PLAN_JSON] -- KERNEL_ARGV...`` (``--confine``: the kernel
+runs in its own namespaces, see ``_confine/``; the keeper stays outside).
 It makes itself a child *subreaper* (``PR_SET_CHILD_SUBREAPER``), so every
 orphan the kernel leaves behind (``start_new_session`` children, double forks)
 re-parents to it rather than to init; it starts the kernel with the resource
@@ -85,11 +85,15 @@ def _lower_session(nice: int) -> None:
 
 
 def _load_confine(path: str) -> types.ModuleType:
+    """The confiner, a package loaded from its directory (its modules import each other)."""
     import importlib.util
 
-    spec = importlib.util.spec_from_file_location("_dsh_jupyter_confine", path)
+    name = "_dsh_jupyter_confine"
+    spec = importlib.util.spec_from_file_location(
+        name, os.path.join(path, "__init__.py"), submodule_search_locations=[path])
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
     spec.loader.exec_module(module)
     return module
 

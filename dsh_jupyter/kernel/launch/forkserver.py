@@ -27,7 +27,7 @@ from typing import Any
 from ..config import KernelRuntimeConfig
 from ..confine.caps import RuntimeCgroups, new_caps
 from ..confine.plan import confinement_plan, restriction_plan
-from ..confine.sandbox import CONFINE_SCRIPT, SandboxConfig
+from ..confine.sandbox import CONFINE_PACKAGE, SandboxConfig
 from ..inject import LOADER_PATH, MODULE_NAME
 from ..inkernel.program import SOURCE_FILENAME
 from ..run import removal
@@ -63,7 +63,7 @@ class ForkServer:
             process = subprocess.Popen(  # noqa: ASYNC220  # fork+exec, returns at once
                 [sys.executable, "-I", str(SERVER_SCRIPT), str(server_end.fileno()),
                  proctree.__file__, str(LOADER_PATH), MODULE_NAME, SOURCE_FILENAME,
-                 str(CONFINE_SCRIPT), str(runtime_dir), str(nice), removal.__file__,
+                 str(CONFINE_PACKAGE), str(runtime_dir), str(nice), removal.__file__,
                  json.dumps([str(path) for path in cgroups])],
                 pass_fds=[server_end.fileno()], env=env, cwd="/",
                 stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,

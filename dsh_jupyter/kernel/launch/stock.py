@@ -29,7 +29,7 @@ from ...errors import CodeModeError
 from ..config import KernelRuntimeConfig
 from ..confine.caps import RuntimeCgroups, new_caps
 from ..confine.plan import confinement_plan, restriction_plan
-from ..confine.sandbox import CONFINE_SCRIPT, SandboxConfig
+from ..confine.sandbox import CONFINE_PACKAGE, SandboxConfig
 from ..run.workspace import Workspace
 from . import proctree
 from .base import KERNEL_ARGS, check_host_ipykernel, describe_status
@@ -146,10 +146,10 @@ class _KeptKernelManager(AsyncKernelManager):
                 plan = confinement_plan(self.confinement, self.workspace, command=command,
                                         inputs=self.inputs,
                                         cgroups=caps.cgroups if caps is not None else ())
-                confine = ["--confine", str(CONFINE_SCRIPT), json.dumps(plan)]
+                confine = ["--confine", str(CONFINE_PACKAGE), json.dumps(plan)]
             elif self.restriction is not None and self.workspace is not None:
                 plan = restriction_plan(self.restriction, self.workspace, command=command)
-                confine = ["--restrict", str(CONFINE_SCRIPT), json.dumps(plan)]
+                confine = ["--restrict", str(CONFINE_PACKAGE), json.dumps(plan)]
             limits = [word for name, value in (caps.rlimits if caps is not None else {}).items()
                       for word in (f"--{name}", str(value))]
             return [sys.executable, "-I", "-S", "-c", keeper, *self.keeper_args, *limits,
