@@ -42,7 +42,6 @@ sys.path.insert(0, str(ROOT / "tests" / "kernel"))
 from loop_lag import LoopLag  # noqa: E402
 
 from dsh_jupyter import ToolCall, ToolRegistry, define_tool  # noqa: E402
-from dsh_jupyter.registry.code_mode import run_code_definition  # noqa: E402
 
 
 async def noop_body(args: Any, ctx: Any) -> str:
@@ -261,9 +260,10 @@ def run_code_output(value: Any) -> ToolRegistry:
     async def body(args: Any, ctx: Any) -> Any:
         return {"logs": [], "result": value}
 
+    run_code = ToolRegistry(mode="code").get("run_code")
+    assert run_code is not None
     registry.register(dataclasses.replace(
-        run_code_definition(registry), name="big", execute=body, validator=None,
-        parse_args=None))
+        run_code, name="big", execute=body, validator=None, parse_args=None))
     return registry
 
 

@@ -34,13 +34,13 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from dsh_jupyter.mcp.adapt import UNVALIDATED_NOTE  # noqa: E402
-from dsh_jupyter.registry.schema_checkable import checkable_schema  # noqa: E402
-from dsh_jupyter.registry.sdk_python import (  # noqa: E402
+from dsh_jupyter.codemode.sdk_python import (  # noqa: E402
     SdkTool,
     python_sdk_instructions,
     render_python_sdk,
 )
+from dsh_jupyter.mcp.adapt import UNVALIDATED_NOTE  # noqa: E402
+from dsh_jupyter.registry.schema_checkable import checkable_schema  # noqa: E402
 
 TOOL_SET = ROOT / "tests" / "golden" / "sdk" / "realistic.tools.json"
 DISCOVERY_CATALOG = ROOT / "tests" / "golden" / "discovery"
@@ -181,8 +181,8 @@ def discovery(sizes: tuple[int, ...] = (50, 100, 300)) -> None:
     sys.path.insert(0, str(DISCOVERY_CATALOG))
     from discovery_support import large_catalog
 
-    from dsh_jupyter.registry.discovery import DISCOVERY_RULE, Catalog, discovery_instructions
-    from dsh_jupyter.registry.prompt import CODE_ONLY_RULE, run_code_schema
+    from dsh_jupyter.codemode.discovery import DISCOVERY_RULE, Catalog, discovery_instructions
+    from dsh_jupyter.codemode.prompt import CODE_ONLY_RULE, run_code_schema
 
     wire = len(json.dumps([run_code_schema()]).encode())
     print("discovery prompt (rule + instructions + index + run_code schema):")

@@ -42,6 +42,8 @@ MODULES: dict[str, str] = {
     "dsh_jupyter.registry": "Definitions and their typed options, presentation views, schema "
                             "checks, and the rest of the registry (see "
                             "[registry.md](registry.md), [widgets.md](widgets.md)).",
+    "dsh_jupyter.codemode": "Code Mode, plugged into the registry core through its seams "
+                            "(see [code-mode.md](code-mode.md)).",
     "dsh_jupyter.errors": "Every error, each with a stable `code` (the tree is in the "
                           "module docstring).",
     "dsh_jupyter.events": "Durable session events: their types, and reading a log.",
@@ -118,6 +120,19 @@ SUMMARIES: dict[str, str] = {
     "ToolFailure": "A failed call: `error` (`ToolErrorInfo`), content `Error: <message>`, "
                    "`additional_contexts`.",
     "ToolErrorInfo": "A failure's `message` and stable `code`.",
+    # the call lifecycle and Code Mode
+    "CallListener": "Protocol: one optional method per stage of a call (`on_call_start`, "
+                    "`around_policy`, `on_decision`, `on_approval_request`, `on_approval`, "
+                    "`on_guards`, `on_dispatch_start`, `on_trace_attributes`, "
+                    "`on_dispatch_end`, `around_post`, `on_post_decision`, `on_call_end`); "
+                    "subclass it, pass it to `registry.listen(...)`.",
+    "CallRun": "One call through the pipeline, as every listener stage receives it: the "
+               "call, its execution view, definition, parent run, timing, result, and "
+               "per-listener `state`.",
+    "CodeMode": "Code Mode plugged into one registry: the `run_code` transport and prompt "
+                "sections the registry core asks for, and the sub-call listener.",
+    "SubCallOrdering": "Code Mode's lifecycle listener: orders each program's sub-calls and "
+                       "emits their `tool/code-dispatch*` events.",
     # policies
     "Allow": "Pre-execute decision: let the call run.",
     "Deny": "Pre-execute decision: refuse the call (`DENIED`) with `reason`.",

@@ -177,7 +177,7 @@ def _import_target(spec: str) -> Any:
 
 
 async def _print_sdk(spec: str, scope_name: str | None, *, out: TextIO) -> int:
-    from .registry.prompt import sdk_section
+    from .codemode.prompt import sdk_section
 
     async with open_registry(spec) as registry:
         scope = registry.find_scope(scope_name) if scope_name else None

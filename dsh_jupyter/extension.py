@@ -37,9 +37,9 @@ from IPython.core.error import UsageError
 
 from ._magic_line import split_line
 from .abort import AbortController
+from .codemode.run_code import CAPTURED_OUTPUT
 from .events import SessionEvent
 from .registry import ToolCall, ToolRegistry
-from .registry.code_mode import CAPTURED_OUTPUT
 from .registry.pipeline import cancelled_call
 from .registry.results import ToolResult
 from .registry.scope import AgentScope
@@ -287,7 +287,7 @@ def _rewrite(lines: list[str]) -> list[str]:
 def sdk_text(namespace: dict[str, Any], line: str) -> str:
     options = _options("%dsh_sdk", line)
     registry = find_registry(namespace, options.registry, prog="%dsh_sdk")
-    from .registry.prompt import sdk_section
+    from .codemode.prompt import sdk_section
 
     scope = _find_scope(registry, options.scope, "%dsh_sdk")
     language = None if registry.code_runtime is not None else "python"

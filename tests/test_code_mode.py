@@ -22,17 +22,17 @@ from dsh_jupyter import (
     define_tool,
 )
 from dsh_jupyter.abort import AbortSignal
+from dsh_jupyter.codemode.run_code import (
+    RUN_CODE_MAX_IMAGES,
+    model_images,
+    render_result_value,
+    run_code_output,
+)
 from dsh_jupyter.errors import CodeModeError, RegistrationError
 from dsh_jupyter.json_value import JsonValue, snapshot_json
 from dsh_jupyter.kernel import KernelRuntime, KernelRuntimeConfig
-from dsh_jupyter.registry.code_mode import (
-    RUN_CODE_MAX_IMAGES,
-    RunCodeRendering,
-    model_images,
-    render_result_value,
-)
 from dsh_jupyter.registry.pipeline import cancelled_call
-from dsh_jupyter.runtime import Bindings, CodeRunResult, CodeRuntime, Display
+from dsh_jupyter.runtime import Bindings, CodeRunResult, CodeRuntime, Display, RunFile
 from dsh_jupyter.testing import InProcessRuntime
 
 
@@ -372,6 +372,15 @@ async def test_result_rendering(code: str, text: str) -> None:
     assert result.text == text
 
 
+class RenderedCall:
+    """What an output declaration sees of a call (``OutputCall``), for one call."""
+
+    def __init__(self) -> None:
+        self.arguments: dict[str, JsonValue] = {}
+        self.attachments: list[RunFile] = []
+        self.state: dict[object, Any] = {}
+
+
 async def test_result_is_rendered_once_for_content_and_meta() -> None:
     calls: list[JsonValue] = []
 
@@ -379,16 +388,21 @@ async def test_result_is_rendered_once_for_content_and_meta() -> None:
         calls.append(value)
         return render_result_value(value)
 
-    rendering = RunCodeRendering(render)
+    output = run_code_output(render_result=render)
     value = snapshot_json({"logs": ["a"], "result": {"k": [1, 2]}})
-    content = rendering.content({}, value)
-    meta = rendering.meta({}, value)
+    call = RenderedCall()
+    content = output.render_for(call, value)
+    meta = output.meta_for(call, value)
     assert len(calls) == 1
     assert content == ({"type": "text", "text": 'a\n{\n  "k": [\n    1,\n    2\n  ]\n}'},)
     assert meta == {"logs": ["a"], "result": '{\n  "k": [\n    1,\n    2\n  ]\n}'}
-    # An equal value that is not the one just rendered (a replaced value) renders again.
-    assert rendering.meta({}, snapshot_json({"logs": [], "result": {"k": [1, 2]}}))
-    assert len(calls) == 2
+    assert call.state == {}  # taken: the call holds the value no longer
+    # An equal value that is not the one just rendered (a replaced value) renders again,
+    # and so does the meta of another call.
+    output.render_for(call, value)
+    assert output.meta_for(call, snapshot_json({"logs": [], "result": {"k": [1, 2]}}))
+    assert output.meta_for(RenderedCall(), value)
+    assert len(calls) == 4
 
 
 @pytest.mark.parametrize("code", ["return [{'i': i, 'sq': [i, i * i]} for i in range(3000)]",

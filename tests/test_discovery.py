@@ -16,11 +16,11 @@ from typing import Any
 import pytest
 
 from dsh_jupyter import Deny, ToolCall, ToolRegistry, default_render, define_tool
+from dsh_jupyter.codemode.discovery import Catalog, helper_bindings
+from dsh_jupyter.codemode.sdk_python import SdkTool, python_sdk_parts, render_python_sdk
 from dsh_jupyter.errors import CodeModeError, RegistrationError
 from dsh_jupyter.kernel import KernelRuntime, KernelRuntimeConfig
-from dsh_jupyter.registry.discovery import Catalog, helper_bindings
 from dsh_jupyter.registry.execution import ToolRunContext
-from dsh_jupyter.registry.sdk_python import SdkTool, python_sdk_parts, render_python_sdk
 from dsh_jupyter.runtime import CodeRuntime
 from dsh_jupyter.testing import InProcessRuntime
 

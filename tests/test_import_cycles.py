@@ -16,11 +16,18 @@ What does not count:
 - the implicit import of a package's ``__init__`` that importing any of its submodules
   performs (counted, it would make every package whose ``__init__`` re-exports one cycle).
 
-Each package is checked with its own rule: ``dsh_jupyter.kernel`` counts the
-``TYPE_CHECKING`` imports too (moving an import there is how a cycle gets hidden: both
-modules still need each other, and mypy follows both edges); ``dsh_jupyter.registry``
-counts what runs (its modules still meet at type level: ``definition``, ``execution`` and
-``scope`` name each other's types).
+Each package is checked with its own rule: ``dsh_jupyter.kernel`` and
+``dsh_jupyter.codemode`` count the ``TYPE_CHECKING`` imports too (moving an import there
+is how a cycle gets hidden: both modules still need each other, and mypy follows both
+edges); ``dsh_jupyter.registry`` counts what runs (its modules still meet at type level:
+``definition``, ``execution`` and ``scope`` name each other's types).
+
+Between the two: Code Mode imports the registry's modules, and the registry core imports
+nothing of Code Mode, not even for type checking; it knows Code Mode only through its
+seams (the lifecycle listener and ``assembly.CodePresentation``). Only the package facade
+(``dsh_jupyter.registry``, which exports ``ToolRegistry``) and the re-export shims of the
+modules that moved import from ``dsh_jupyter.codemode``, and Code Mode never imports the
+facade (importing it from inside would need the half-made facade).
 """
 
 from __future__ import annotations
@@ -32,7 +39,8 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-PACKAGES = [("dsh_jupyter.kernel", True), ("dsh_jupyter.registry", False)]
+PACKAGES = [("dsh_jupyter.kernel", True), ("dsh_jupyter.registry", False),
+            ("dsh_jupyter.codemode", True)]
 
 
 def modules_of(package: str, root: Path = ROOT) -> dict[str, Path]:
@@ -152,7 +160,7 @@ def test_no_import_cycle_inside_the_package(package: str, typing_too: bool) -> N
         describe(graph, component) for component in found)
 
 
-SEAM_MODULES = ["pipeline", "bridge", "code_mode", "scope", "prompt"]
+SEAM_MODULES = ["pipeline", "lifecycle", "session_events", "tracing", "assembly", "scope"]
 
 
 @pytest.mark.parametrize("module", SEAM_MODULES)
@@ -160,7 +168,44 @@ def test_the_registry_is_seen_through_its_protocols(module: str) -> None:
     # Not even for type checking: these modules know the registry only as the
     # Protocols of registry/_view.py.
     graph = import_graph("dsh_jupyter.registry", typing_too=True)
-    assert "dsh_jupyter.registry.registry" not in graph[f"dsh_jupyter.registry.{module}"]
+    assert "dsh_jupyter.registry.core" not in graph[f"dsh_jupyter.registry.{module}"]
+
+
+SHIMS = {"dsh_jupyter.registry", "dsh_jupyter.registry.registry",
+         "dsh_jupyter.registry.code_mode", "dsh_jupyter.registry.bridge",
+         "dsh_jupyter.registry.run_files", "dsh_jupyter.registry.sdk_python",
+         "dsh_jupyter.registry.discovery", "dsh_jupyter.registry.prompt"}
+"""The facade and the old paths of the modules that moved to ``dsh_jupyter.codemode``."""
+
+
+def test_the_registry_core_imports_nothing_of_code_mode() -> None:
+    registry, codemode = modules_of("dsh_jupyter.registry"), modules_of("dsh_jupyter.codemode")
+    known = set(registry) | set(codemode)
+    assert set(registry) >= SHIMS
+    arrows = {name: sorted(edge for edge in edges_of(name, path, known, typing_too=True)
+                           if edge in codemode)
+              for name, path in registry.items() if name not in SHIMS}
+    assert {name: edges for name, edges in arrows.items() if edges} == {}
+    # The check sees such an arrow: the shims have one each.
+    for shim in SHIMS:
+        assert set(edges_of(shim, registry[shim], known)) & set(codemode), shim
+
+
+def test_code_mode_never_imports_the_registry_facade_or_class() -> None:
+    registry, codemode = modules_of("dsh_jupyter.registry"), modules_of("dsh_jupyter.codemode")
+    known = set(registry) | set(codemode)
+    for name, path in codemode.items():
+        edges = edges_of(name, path, known, typing_too=True)
+        assert "dsh_jupyter.registry" not in edges, name
+        if name != "dsh_jupyter.codemode.registry":  # the one that plugs Code Mode in
+            assert "dsh_jupyter.registry.core" not in edges, name
+
+
+@pytest.mark.parametrize("package", ["dsh_jupyter.registry", "dsh_jupyter.codemode"])
+def test_no_module_is_over_600_lines(package: str) -> None:
+    long = {name: lines for name, path in modules_of(package).items()
+            if (lines := len(path.read_text(encoding="utf-8").splitlines())) > 600}
+    assert long == {}
 
 
 def test_the_walk_counts_what_runs_and_skips_type_checking(tmp_path: Path) -> None:

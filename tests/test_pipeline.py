@@ -385,17 +385,23 @@ async def test_finalize_content_runs_once_on_every_outcome() -> None:
     assert aborted.text.startswith("final: Error:")
 
 
-@pytest.mark.parametrize("broken", ["raises", "returns a number"])
-async def test_a_failing_finalize_content_fails_closed(
-        broken: str, caplog: pytest.LogCaptureFixture) -> None:
-    """A redaction finalizer that crashes must not leak what it was meant to redact: the
-    result becomes HOOK_FAILED carrying none of the content; observers see it once."""
+@pytest.mark.parametrize(("broken", "message"), [
+    ("raises", "cannot redact this result"),
+    ("returns a number",
+     "finalize_content of t returned int; expected a string, content blocks or None"),
+])
+async def test_a_failing_finalize_content_gives_its_message(
+        broken: str, message: str, caplog: pytest.LogCaptureFixture) -> None:
+    """The seed: any thrown call becomes exactly ``Error: <message>``. A finalizer that
+    raises (or returns something that is not content) gives its message as HOOK_FAILED;
+    none of the content it was given is kept (a redaction that crashed must not leak it),
+    the contexts are, and observers see the result once."""
     registry = ToolRegistry()
     observed: list[Any] = []
 
     def finalize(execution: ToolExecution, result: Any) -> Any:
         if broken == "raises":
-            raise ValueError(f"cannot redact {result.text}")
+            raise ValueError("cannot redact this result")
         return 42
 
     async def body(args: Any, ctx: ToolRunContext) -> str:
@@ -409,8 +415,8 @@ async def test_a_failing_finalize_content_fails_closed(
     registry.on_result(lambda e, r: observed.append(r))
     result = await registry.execute(call("t", {}))
     assert result.error is not None and result.error.code == "HOOK_FAILED"
-    assert "finalize_content of t failed" in result.text
-    assert "hunter2" not in result.text and "hunter2" not in result.error.message
+    assert result.error.message == message
+    assert result.text == f"Error: {message}"
     assert not hasattr(result, "value") or result.value is None
     assert [c.text for c in result.additional_contexts] == ["kept"]
     assert observed == [result]
@@ -802,3 +808,38 @@ async def test_the_run_context_is_the_execution() -> None:
     await registry.execute(ToolCall(call_id="c7", name="t", arguments={"k": 1},
                                     agent=scope, parent=parent))
     assert seen == [(True, "c7", parent, scope, "t", {"k": 1}, False, True)]
+
+
+def test_the_fast_constructors_build_what_the_dataclasses_build() -> None:
+    """The pipeline builds its execution view and run context from their slots
+    (``new_execution``, ``ToolRunContext.of``); field for field, they are what the
+    dataclasses' own ``__init__`` builds, and a field added later is not forgotten."""
+    from dsh_jupyter.abort import AbortSignal
+    from dsh_jupyter.registry.execution import new_execution
+
+    registry = ToolRegistry()
+    registry.register(echo_tool())
+    definition = registry.get("echo")
+    scope = registry.scope("s")
+    values = {"token": ExecutionToken(), "call_id": "c", "name": "echo",
+              "arguments": {"text": "x"}, "signal": AbortSignal(), "agent": scope,
+              "parent": ExecutionToken(), "definition": definition}
+    built = new_execution(**values)  # type: ignore[arg-type]
+    expected = ToolExecution(**values)  # type: ignore[arg-type]
+    assert [f.name for f in dataclasses.fields(ToolExecution)] == list(values)
+    for name in values:
+        assert getattr(built, name) is getattr(expected, name)
+
+    def defer(context: Any) -> None:
+        return None
+
+    operational = AbortSignal()
+    context = ToolRunContext.of(built, operational, defer, None, defer)
+    own = {"execution": built, "_defer": defer, "_annotate": None, "_attach": defer}
+    reference = ToolRunContext(**{**values, "signal": operational, **own})  # type: ignore[arg-type]
+    assert ([f.name for f in dataclasses.fields(ToolRunContext)]
+            == [*values, "execution", "_defer", "_annotate", "_attach"])
+    for field in dataclasses.fields(ToolRunContext):
+        assert getattr(context, field.name) is getattr(reference, field.name), field.name
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        context.call_id = "changed"  # type: ignore[misc]

@@ -134,3 +134,32 @@ def test_import_loads_nothing_heavier_than_pydantic() -> None:
                    if not m.startswith("_")}
     assert third_party <= ALLOWED_THIRD_PARTY, sorted(third_party - ALLOWED_THIRD_PARTY)
     assert "pydantic" in loaded  # the scan sees third-party modules at all
+
+
+OLD_PATHS = {
+    "dsh_jupyter.registry.code_mode": ("dsh_jupyter.codemode.run_code",),
+    "dsh_jupyter.registry.bridge": ("dsh_jupyter.codemode.bridge",),
+    "dsh_jupyter.registry.run_files": ("dsh_jupyter.codemode.run_files",),
+    "dsh_jupyter.registry.sdk_python": ("dsh_jupyter.codemode.sdk_python",),
+    "dsh_jupyter.registry.discovery": ("dsh_jupyter.codemode.discovery",),
+    "dsh_jupyter.registry.prompt": ("dsh_jupyter.codemode.prompt",
+                                    "dsh_jupyter.registry.assembly"),
+    "dsh_jupyter.registry.registry": ("dsh_jupyter.codemode.registry",
+                                      "dsh_jupyter.registry.core"),
+}
+
+
+@pytest.mark.parametrize(("old", "homes"), OLD_PATHS.items())
+def test_the_old_paths_of_code_mode_still_import_without_a_warning(
+        old: str, homes: tuple[str, ...]) -> None:
+    """Code Mode moved to ``dsh_jupyter.codemode``; the old module paths re-export what
+    they held (the very objects), quietly."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        shim = importlib.reload(importlib.import_module(old))
+    modules = [importlib.import_module(home) for home in homes]
+    assert shim.__all__
+    for name in shim.__all__:
+        assert any(getattr(shim, name) is getattr(module, name, None) for module in modules)
+    assert importlib.import_module("dsh_jupyter.registry.registry").ToolRegistry is (
+        dsh_jupyter.ToolRegistry)

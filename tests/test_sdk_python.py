@@ -24,7 +24,7 @@ from hypothesis import strategies as st
 from pydantic import BaseModel
 
 from dsh_jupyter import ToolRegistry
-from dsh_jupyter.registry.sdk_python import (
+from dsh_jupyter.codemode.sdk_python import (
     SdkTool,
     json_schema_to_py,
     python_sdk_instructions,

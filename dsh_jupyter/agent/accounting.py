@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..events import SessionEvent
-from ..registry.prompt import PromptAssembly
+from ..registry.assembly import PromptAssembly
 from .model import ChatRequest
 from .wire import encode
 

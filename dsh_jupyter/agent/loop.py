@@ -24,7 +24,7 @@ from ..abort import AbortSignal
 from ..errors import ToolAbortedError
 from ..events import ErrorJson
 from ..registry import AgentScope, ToolCall, ToolRegistry, ToolResult
-from ..registry.prompt import PromptAssembly
+from ..registry.assembly import PromptAssembly
 from ..registry.results import failure
 from .accounting import RequestAccounting, RunAccounting, SubCallCounter, measure_request
 from .errors import ModelError

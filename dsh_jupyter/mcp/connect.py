@@ -6,8 +6,8 @@ import os
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from ..codemode.registry import ToolRegistry
 from ..errors import RegistrationError
-from ..registry.registry import ToolRegistry
 from ..registry.scope import AgentScope
 from .adapt import ConcurrencySafe
 from .connection import McpConnection

@@ -24,12 +24,12 @@ from dataclasses import dataclass
 from types import TracebackType
 from typing import IO, TYPE_CHECKING, Any, Self, cast
 
+from ..codemode.registry import ToolRegistry
 from ..errors import DshError, McpConnectError, RegistrationError, ToolError
 from ..events import ToolProgressEvent
 from ..json_value import JsonObject, JsonValue, thaw
 from ..registry.definition import Body
 from ..registry.execution import ToolRunContext
-from ..registry.registry import ToolRegistry
 from ..registry.scope import AgentScope, Undo
 from .adapt import ConcurrencySafe, result_value, tool_definition
 from .content import RichContent, mcp_content

@@ -26,9 +26,9 @@ from contextlib import AsyncExitStack
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Self
 
+from ..codemode.registry import ToolRegistry
 from ..errors import RegistrationError
 from ..registry.policy import ApprovalService
-from ..registry.registry import ToolRegistry
 from ..registry.scope import MODES, AgentScope, PresentationMode
 from .serve_http import allowed_host, needs_token
 

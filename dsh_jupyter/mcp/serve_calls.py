@@ -47,12 +47,12 @@ from mcp.types import (
 )
 
 from ..abort import AbortController, abort_then_cancel
+from ..codemode.registry import ToolRegistry
 from ..errors import ToolAbortedError
 from ..events import SessionEvent
 from ..registry.execution import ToolCall, ToolExecution
 from ..registry.pipeline import cancelled_call
 from ..registry.policy import ANSWERED_BY_ABORT, Approval, ApprovalService
-from ..registry.registry import ToolRegistry
 from ..registry.results import ToolResult, failure
 from ..registry.scope import AgentScope
 from .serve_tools import any_json_output, call_result, output_schema

@@ -13,8 +13,8 @@ import sys
 from collections.abc import Callable
 from contextlib import AbstractAsyncContextManager
 
+from ..codemode.registry import ToolRegistry
 from ..errors import DshError
-from ..registry.registry import ToolRegistry
 from ..registry.scope import AgentScope
 from .serve import TOKEN_ENV, serve_mcp
 

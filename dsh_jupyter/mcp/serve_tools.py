@@ -14,9 +14,9 @@ from __future__ import annotations
 from mcp.types import CallToolResult, ContentBlock, ImageContent, TextContent, Tool
 from mcp.types.version import MODERN_PROTOCOL_VERSIONS
 
+from ..codemode.registry import ToolRegistry
 from ..errors import ToolError
 from ..json_value import JsonObject, thaw
-from ..registry.registry import ToolRegistry
 from ..registry.results import ToolResult
 from ..registry.scope import RESERVED_NAME, AgentScope
 

@@ -2,10 +2,15 @@
 
 The names a notebook needs most are also exported by :mod:`dsh_jupyter`; this package
 adds the rest: definitions and their typed options, the presentation views a
-``present_call``/``present_result`` returns, schema checks, ``ApprovalService`` and
-``RegistryChange``.
+``present_call``/``present_result`` returns, schema checks, ``ApprovalService``,
+``RegistryChange``, and the call lifecycle (``CallListener``, ``CallRun``).
+
+``ToolRegistry`` is the registry core (:mod:`.core`) with Code Mode plugged in; it comes
+from :mod:`dsh_jupyter.codemode`, imported last: Code Mode imports the registry's
+modules, never this package's names.
 """
 
+from .core import RegistryChange
 from .definition import (
     FunctionToolOptions,
     SchemaToolOptions,
@@ -17,6 +22,7 @@ from .definition import (
     define_tool,
 )
 from .execution import ExecutionToken, ToolCall, ToolExecution, ToolRunContext
+from .lifecycle import CallListener, CallRun
 from .policy import Accept, Allow, Approval, ApprovalService, Ask, Block, Deny
 from .presentation import (
     DiffCallView,
@@ -37,11 +43,12 @@ from .presentation import (
     WebResultView,
     WebSource,
 )
-from .registry import RegistryChange, ToolRegistry
 from .results import AdditionalContext, ToolErrorInfo, ToolFailure, ToolResult, ToolSuccess
 from .schema import assert_supported_schema, compile_schema
 from .scope import AgentScope
 from .timeouts import enforce_timeouts
+
+from ..codemode.registry import ToolRegistry  # isort: skip  (last: see the docstring)
 
 __all__ = [
     "Accept",
@@ -52,6 +59,8 @@ __all__ = [
     "ApprovalService",
     "Ask",
     "Block",
+    "CallListener",
+    "CallRun",
     "Deny",
     "DiffCallView",
     "DiffResultView",

@@ -1,9 +1,10 @@
 """What the registry's own modules may ask of the registry: two small Protocols.
 
-The pipeline (``pipeline.py``), Code Mode (``code_mode.py``, ``bridge.py``) and prompt
-assembly (``prompt.py``) take a :class:`RegistryView`; the layers (``scope.py``: the
-global layer and agent scopes) take a :class:`LayerOwner`.
-:class:`~dsh_jupyter.registry.registry.ToolRegistry` implements both structurally and is
+The pipeline (``pipeline.py``), the session events (``session_events.py``) and prompt
+assembly (``assembly.py``) take a :class:`RegistryView`; the layers (``scope.py``: the
+global layer and agent scopes) take a :class:`LayerOwner`; Code Mode
+(:mod:`dsh_jupyter.codemode`) takes its own extension of :class:`RegistryView`.
+:class:`~dsh_jupyter.registry.core.RegistryCore` implements both structurally and is
 the only module that knows the concrete class, so none of those modules imports it
 (not even for type checking) and the package has no import cycle
 (``tests/test_import_cycles.py``).
@@ -14,17 +15,17 @@ Which members are public API, and why:
   calls with it (``dsh_jupyter.agent.scheduling``).
 - ``emit(event)``: public; the agent loop writes its ``agent/*`` events to the
   registry's event sinks through it, and a host may add its own events the same way.
-- ``visible``, ``mode_for``, ``schemas`` and the attributes ``approval``,
-  ``code_runtime``, ``max_parallel_sub_calls``, ``run_code_images``: public already
-  (documented reads and constructor arguments); the seam only reads them.
+- ``visible``, ``mode_for``, ``schemas`` and the attribute ``approval``: public already
+  (documented reads and a constructor argument); the seam only reads them.
 - ``_resolve(call)`` and ``_hooks(scope)``: private. They were public (``resolve``,
   ``hooks``) only so the pipeline could reach them; a user asks ``get(name, scope)``
   or ``execution_mode(call)`` instead. ``_resolve`` also rejects a scope that is not a
   live scope of the registry, the check every call starts with.
-- ``_listening``: private; whether any event sink is attached, so the pipeline
-  builds an event only when someone will read it.
-- ``_tracer``: private; what ``instrument()`` switched on (``None``: tracing off), so
-  the pipeline starts a span only then (``tracing.py``).
+- ``_listening``: private; whether any event sink is attached, so a listener builds an
+  event only when someone will read it.
+- ``_listeners`` and ``_running``: private; the lifecycle listeners each call is told
+  (``listen()`` adds one), and the calls running now by token, so a sub-call finds its
+  parent's :class:`~.lifecycle.CallRun`.
 - ``_changed`` and ``_dispose_scope`` (:class:`LayerOwner`): private; a layer reports
   its registrations, masks and disposal through them, users go through the layer's
   own methods (``register``, ``restrict``, ``dispose`` ...).
@@ -41,38 +42,20 @@ from typing import TYPE_CHECKING, Protocol
 if TYPE_CHECKING:
     from ..events import SessionEvent
     from ..json_value import JsonObject
-    from ..runtime import CodeRuntime
     from .definition import ToolDefinition
-    from .discovery import Catalog
-    from .execution import ExecutionMode, ToolCall
+    from .execution import ExecutionMode, ExecutionToken, ToolCall
+    from .lifecycle import CallRun, Listeners
     from .policy import ApprovalService, HookChain
     from .scope import AgentScope, PresentationMode
-    from .tracing import CallTracer
 
 
 class RegistryView(Protocol):
-    """The registry as one call through the pipeline, a ``run_code`` program and a
-    prompt assembly see it."""
+    """The registry as one call through the pipeline, its listeners and a prompt
+    assembly see it."""
 
     @property
     def approval(self) -> ApprovalService | None:
         """Answers ``Ask`` decisions; ``None`` denies them."""
-
-    @property
-    def code_runtime(self) -> CodeRuntime | None:
-        """Runs ``run_code`` programs; ``None`` when Code Mode is unavailable."""
-
-    @property
-    def max_parallel_sub_calls(self) -> int:
-        """How many concurrency-safe sub-calls of one program may overlap."""
-
-    @property
-    def run_code_images(self) -> bool:
-        """Whether a ``run_code`` result also carries the program's images."""
-
-    @property
-    def session_key(self) -> str:
-        """The stateful-runtime session of ``run_code`` calls made without a scope."""
 
     def visible(self, scope: AgentScope | None = None) -> Mapping[str, ToolDefinition]:
         """Every tool ``scope`` can see, by name (``run_code`` is never among them)."""
@@ -94,8 +77,12 @@ class RegistryView(Protocol):
         """True when at least one event sink is attached."""
 
     @property
-    def _tracer(self) -> CallTracer | None:
-        """Starts a span per call when tracing is on (``instrument()``), else ``None``."""
+    def _listeners(self) -> Listeners:
+        """The lifecycle listeners, as each kind of call is told them."""
+
+    @property
+    def _running(self) -> dict[ExecutionToken, CallRun]:
+        """The calls running now, by token."""
 
     def _resolve(self, call: ToolCall) -> ToolDefinition | str:
         """The definition ``call`` runs, or the ``UNKNOWN_TOOL`` message saying why
@@ -104,9 +91,6 @@ class RegistryView(Protocol):
 
     def _hooks(self, scope: AgentScope | None) -> HookChain:
         """The hooks that apply to a call in ``scope``, in run order."""
-
-    def _catalog(self, scope: AgentScope | None) -> Catalog:
-        """The visible tools as discovery presents and searches them (cached per set)."""
 
 
 class LayerOwner(Protocol):

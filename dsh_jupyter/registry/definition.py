@@ -28,10 +28,11 @@ import functools
 import inspect
 import logging
 import math
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, MutableMapping, Sequence
 from dataclasses import dataclass
 from typing import (
     Any,
+    Protocol,
     Required,
     TypeAlias,
     TypedDict,
@@ -47,6 +48,7 @@ from typing_extensions import Unpack
 from ..errors import RegistrationError, ToolArgsError, UnsupportedSchemaError
 from ..json_dump import dump_json
 from ..json_value import JsonObject, JsonValue, NotJsonError, join_path, snapshot_json
+from ..runtime import RunFile
 from .execution import ToolRunContext
 from .policy import FinalizeContent
 from .presentation import PresentCall, PresentResult
@@ -105,13 +107,47 @@ class SchemaToolOptions(ToolOptions, total=False):
     """Register parameters outside the subset; the tool then validates its own input."""
 
 
+class OutputCall(Protocol):
+    """What an output declaration sees of the call whose value it renders (the pipeline
+    passes its :class:`~dsh_jupyter.registry.lifecycle.CallRun`)."""
+
+    @property
+    def arguments(self) -> JsonObject:
+        """The call's snapshotted arguments."""
+
+    @property
+    def attachments(self) -> Sequence[RunFile]:
+        """The files the body attached (``ctx.attach``)."""
+
+    @property
+    def state(self) -> MutableMapping[object, Any]:
+        """Per-call state: what ``render_for`` keeps for ``meta_for`` of the same call."""
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ToolOutput:
-    """The mandatory canonical output declaration."""
+    """The mandatory canonical output declaration: ``render(args, value)`` makes the
+    model-facing content, the optional ``presentation_meta(args, value)`` the JSON a card
+    keeps of a top-level call.
+
+    The pipeline calls them through :meth:`render_for` and :meth:`meta_for`, which receive
+    the call: an output that needs more of it than its arguments (per-call state shared
+    between the two, the files the body attached) overrides those, as Code Mode's
+    ``run_code`` does. Both may run in a worker thread (large values)."""
 
     schema: JsonObject
     render: Render
     presentation_meta: PresentationMeta | None = None
+
+    def render_for(self, call: OutputCall, value: JsonValue) -> Content | str:
+        """The content of ``call``'s ``value``: ``render(call.arguments, value)``."""
+        return self.render(call.arguments, value)
+
+    def meta_for(self, call: OutputCall, value: JsonValue) -> JsonValue:
+        """The presentation meta of ``call``'s ``value`` (only when ``presentation_meta``
+        is set): ``presentation_meta(call.arguments, value)``."""
+        assert self.presentation_meta is not None
+        return self.presentation_meta(call.arguments, value)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -144,7 +144,8 @@ ResultObserver: TypeAlias = Callable[[ToolExecution, ToolResult], None]
 
 FinalizeContent: TypeAlias = Callable[[ToolExecution, ToolResult], "Content | str | None"]
 """Definition-owned, synchronous, runs exactly once per call on every outcome;
-may replace only the content (``None`` keeps it)."""
+may replace only the content (``None`` keeps it). One that raises turns the result into
+``HOOK_FAILED`` with content ``Error: <its message>``."""
 
 
 # --- the chain that applies to one scope ----------------------------------------------

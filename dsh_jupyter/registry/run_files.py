@@ -1,129 +1,32 @@
-"""The files of a run_code program, as Code Mode hands them out (see ``docs/run-files.md``).
+"""Moved to :mod:`dsh_jupyter.codemode.run_files`; this module keeps the old import path working.
 
-Three readers, three shapes:
-
-- **the model** reads the value's ``files`` (``[{name, size, mime_type}]``, plus
-  ``not_collected`` with the reason for a file over a cap) and one line per file in the
-  content. Never their bytes: a program that wants the model to read a file prints it,
-  so the model's context holds only what the program chose to show.
-- **the user** gets the bytes: each collected file is attached to the ``ToolSuccess``
-  (``result.attachments``, :class:`~dsh_jupyter.runtime.RunFile`).
-- **the card and the session log** read ``presentation_meta["files"]``: name, size, type,
-  the first lines of a text file (:data:`PREVIEW_LINES`, at most :data:`PREVIEW_BYTES`,
-  control and bidi characters escaped as in the program's output)
-  and, for a small file, its bytes as base64 for a download link (at most
-  :data:`CARD_FILE_BYTES` a file and :data:`CARD_TOTAL_BYTES` a run, so a log stays a
-  log). Larger files are in ``result.attachments`` only.
+Code Mode is its own package now (:mod:`dsh_jupyter.codemode`), which the registry core
+does not import; only this re-export does. No warning is emitted: import from the new
+home in new code.
 """
 
-from __future__ import annotations
+from ..codemode.run_files import (
+    CARD_FILE_BYTES,
+    CARD_TOTAL_BYTES,
+    FILES_HEADING,
+    PREVIEW_BYTES,
+    PREVIEW_LINES,
+    card_entries,
+    file_entries,
+    file_lines,
+    files_instructions,
+    is_text,
+)
 
-import base64
-import threading
-from collections.abc import Sequence
-from typing import cast
-
-from .._safe_text import escape_text
-from ..json_value import JsonObject, JsonValue
-from ..runtime import CodeRunResult, RunFile
-
-PREVIEW_LINES = 20
-PREVIEW_BYTES = 4096
-CARD_FILE_BYTES = 64 * 1024
-"""The largest file whose bytes go in the card's meta (a download link)."""
-CARD_TOTAL_BYTES = 256 * 1024
-"""The bytes of all the files of one run that go in its meta, at most."""
-FILES_HEADING = "Files the program wrote to outputs/ (kept for the user, contents not shown):"
-_TEXT_TYPES = ("application/json", "application/xml", "application/javascript",
-               "application/x-sh", "application/x-python", "application/x-yaml")
-
-
-def files_instructions(input_names: Sequence[str]) -> str:
-    """The prompt section of a runtime with inputs (none without: the default prompt is
-    unchanged)."""
-    listed = ", ".join(f"`inputs/{name}`" for name in input_names)
-    return ("Files: each program runs in a working directory holding read-only input files "
-            f"under `inputs/`: {listed}. Files a program writes under `outputs/` are "
-            "returned to the user after the run; the run_code result lists them (name, size, "
-            "type) without their contents, so print what you need to read.")
-
-
-def file_entries(result: CodeRunResult) -> list[JsonValue]:
-    """The value's ``files``: what the model reads of each file."""
-    entries: list[JsonValue] = []
-    for file in result.files:
-        entry: dict[str, JsonValue] = {"name": file.name, "size": file.size,
-                                       "mime_type": file.mime_type}
-        if file.not_collected is not None:
-            entry["not_collected"] = file.not_collected
-        entries.append(entry)
-    return entries
-
-
-def file_lines(value: JsonObject) -> list[str]:
-    """The content's lines about the files in ``value`` (none without files)."""
-    files = cast(list[dict[str, JsonValue]], value.get("files") or [])
-    omitted = value.get("files_omitted")
-    if not files and not omitted:
-        return []
-    lines = [FILES_HEADING]
-    for file in files:
-        line = f"- {file['name']} ({file['size']} bytes, {file['mime_type']})"
-        if "not_collected" in file:
-            line += f": not collected ({file['not_collected']})"
-        lines.append(line)
-    if omitted:
-        lines.append(f"- … and {omitted} more not listed")
-    return lines
-
-
-def is_text(mime_type: str) -> bool:
-    return mime_type.startswith("text/") or mime_type in _TEXT_TYPES or mime_type.endswith(
-        ("+json", "+xml"))
-
-
-def card_entries(files: Sequence[RunFile]) -> list[JsonValue]:
-    """``presentation_meta["files"]``: what the card and the session log keep."""
-    entries: list[JsonValue] = []
-    budget = CARD_TOTAL_BYTES
-    for file in files:
-        entry: dict[str, JsonValue] = {"name": file.name, "size": file.size,
-                                       "mime_type": file.mime_type}
-        if file.data is None:
-            entry["not_collected"] = file.not_collected or "not collected"
-        else:
-            if is_text(file.mime_type):
-                head = file.data[:PREVIEW_BYTES].decode("utf-8", errors="replace")
-                entry["preview"] = escape_text("\n".join(head.split("\n")[:PREVIEW_LINES]))
-            if len(file.data) <= min(CARD_FILE_BYTES, budget):
-                budget -= len(file.data)
-                entry["data"] = base64.b64encode(file.data).decode("ascii")
-        entries.append(entry)
-    return entries
-
-
-class FilesForMeta:
-    """Hands a run's files from the run_code body to ``presentation_meta``, which sees
-    only the call's arguments and value. Keyed by the arguments object (the pipeline hands
-    the body and ``presentation_meta`` the very same one; compared with ``is``, and held
-    meanwhile so its identity cannot be recycled). At most :data:`KEPT` calls are held:
-    a call whose meta is never asked for (a hook failed it) is forgotten later."""
-
-    KEPT = 16
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._kept: list[tuple[JsonValue, tuple[RunFile, ...]]] = []
-
-    def keep(self, args: JsonValue, files: tuple[RunFile, ...]) -> None:
-        with self._lock:
-            self._kept.append((args, files))
-            del self._kept[:-self.KEPT]
-
-    def take(self, args: JsonValue) -> tuple[RunFile, ...]:
-        with self._lock:
-            for index, (kept_args, files) in enumerate(self._kept):
-                if kept_args is args:
-                    del self._kept[index]
-                    return files
-        return ()
+__all__ = [
+    "CARD_FILE_BYTES",
+    "CARD_TOTAL_BYTES",
+    "FILES_HEADING",
+    "PREVIEW_BYTES",
+    "PREVIEW_LINES",
+    "card_entries",
+    "file_entries",
+    "file_lines",
+    "files_instructions",
+    "is_text",
+]

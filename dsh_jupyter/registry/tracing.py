@@ -1,18 +1,21 @@
 """OpenTelemetry spans for tool calls, on when ``registry.instrument()`` switched them on.
 
 The only module that imports ``opentelemetry``; :meth:`ToolRegistry.instrument
-<dsh_jupyter.registry.registry.ToolRegistry.instrument>` imports it when called, so
-nothing is imported or emitted otherwise. The pipeline sees a :class:`CallTracer` as
-``registry._tracer`` (``None``: tracing off, one check per call) and records into the
-:class:`CallSpan` it starts for each call.
+<dsh_jupyter.registry.core.RegistryCore.instrument>` imports it when called, so nothing
+is imported or emitted otherwise. :class:`CallTracer` is a
+:class:`~dsh_jupyter.registry.lifecycle.CallListener`, registered first (its span ids are
+in ``run.trace_ids`` before other listeners, the session events among them, are told a
+call started): it starts a :class:`CallSpan` for each call, records what the stages
+decided into it, and ends it with the call.
 
 One span per call through the pipeline, following the OpenTelemetry GenAI semantic
 conventions: ``execute_tool {tool}`` with ``gen_ai.operation.name``, ``gen_ai.tool.name``,
 ``gen_ai.tool.call.id`` and, on a failure, ``error.type``; what the pipeline decided is
 under ``dsh.``. A sub-call of a ``run_code`` program is a child of the run's span,
-parented explicitly through its ``ExecutionToken`` (sub-calls run in tasks the bridge
-starts, possibly in parallel, so the ambient context is not relied on). While a call
-runs its span is the current one, so spans the tool's body starts are its children.
+parented explicitly through the run's :class:`~.lifecycle.CallRun` (sub-calls run in
+tasks the scheduler starts, possibly in parallel, so the ambient context is not relied
+on). While a call runs its span is the current one, so spans the tool's body starts are
+its children.
 
 No argument or result value is recorded unless ``record_values=True``: then
 ``gen_ai.tool.call.arguments`` and ``gen_ai.tool.call.result`` (a failure's message)
@@ -24,6 +27,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from contextvars import Token
+from typing import TYPE_CHECKING
 
 from opentelemetry import context as otel_context
 from opentelemetry import trace
@@ -32,32 +36,37 @@ from opentelemetry.util.types import AttributeValue
 
 from ..json_dump import dump_json
 from ..json_value import JsonValue
-from .execution import ExecutionToken, ToolExecution, TraceValue
-from .policy import Approval
+from .lifecycle import CallListener, CallRun
+from .policy import Allow, Approval, Ask, Deny, PreDecision
 from .results import ToolResult
 from .scope import RESERVED_NAME
+
+if TYPE_CHECKING:
+    from .execution import TraceValue
 
 TRACER_NAME = "dsh_jupyter"
 CLIPPED = "…[clipped]"
 """Ends a recorded value cut to ``max_value_bytes``."""
 
+_DECISIONS: dict[type, str] = {Allow: "allow", Deny: "deny", Ask: "ask"}
 
-class CallTracer:
-    """Starts one :class:`CallSpan` per call; knows the spans still open, by token, so a
-    sub-call finds its run's span."""
 
-    __slots__ = ("_open", "max_value_bytes", "record_values", "tracer")
+class CallTracer(CallListener):
+    """The tracing listener: one :class:`CallSpan` per call, kept in ``run.state``, a
+    sub-call's parented to its run's."""
+
+    __slots__ = ("max_value_bytes", "record_values", "tracer")
 
     def __init__(self, provider: TracerProvider | None, *, record_values: bool,
                  max_value_bytes: int) -> None:
         self.tracer: Tracer = trace.get_tracer(TRACER_NAME, tracer_provider=provider)
         self.record_values = record_values
         self.max_value_bytes = max_value_bytes
-        self._open: dict[ExecutionToken, Span] = {}
 
-    def start(self, execution: ToolExecution) -> CallSpan:
-        parent = self._open.get(execution.parent) if execution.parent is not None else None
-        ctx = trace.set_span_in_context(parent) if parent is not None else None
+    def on_call_start(self, run: CallRun) -> None:
+        parent = run.parent.state.get(self) if run.parent is not None else None
+        ctx = trace.set_span_in_context(parent._span) if isinstance(parent, CallSpan) else None
+        execution = run.execution
         attributes: dict[str, AttributeValue] = {
             "gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": execution.name,
             "gen_ai.tool.call.id": execution.call_id}
@@ -70,24 +79,50 @@ class CallTracer:
                                                                self.max_value_bytes)
         if self.record_values:
             attributes["gen_ai.tool.call.arguments"] = self._value(execution.arguments)
-        span = self.tracer.start_span(f"execute_tool {execution.name}", context=ctx,
-                                       kind=SpanKind.INTERNAL, attributes=attributes)
-        self._open[execution.token] = span
-        return CallSpan(self, execution.token, span)
+        span = CallSpan(self, self.tracer.start_span(
+            f"execute_tool {execution.name}", context=ctx, kind=SpanKind.INTERNAL,
+            attributes=attributes))
+        run.state[self] = span
+        span.activate()
+        run.trace_ids = span.ids()
+
+    def on_decision(self, run: CallRun, decision: PreDecision) -> None:
+        self._span(run).decision(_DECISIONS[type(decision)])
+
+    def on_approval(self, run: CallRun, approval: Approval) -> None:
+        self._span(run).approval(approval)
+
+    def on_guards(self, run: CallRun, checked: int, stopped_by: str | None) -> None:
+        self._span(run).guards(checked, stopped_by=stopped_by)
+
+    def on_trace_attributes(self, run: CallRun, attributes: Mapping[str, TraceValue]) -> None:
+        self._span(run).annotate(attributes)
+
+    def on_post_decision(self, run: CallRun, kind: str) -> None:
+        self._span(run).post(kind)
+
+    def on_call_end(self, run: CallRun) -> None:
+        span = run.state.get(self)
+        if isinstance(span, CallSpan):
+            span.end(run.result)
+
+    def _span(self, run: CallRun) -> CallSpan:
+        span: CallSpan = run.state[self]
+        return span
 
     def _value(self, value: JsonValue) -> str:
         return clip(dump_json(value), self.max_value_bytes)
 
 
 class CallSpan:
-    """The span of one call, as the pipeline records into it. Every method is cheap and
+    """The span of one call, as the stages record into it. Every method is cheap and
     runs on the event loop; :meth:`end` ends the span once, later calls do nothing."""
 
-    __slots__ = ("_activation", "_attributes", "_span", "_token", "_tracer")
+    __slots__ = ("_activation", "_attributes", "_ended", "_span", "_tracer")
 
-    def __init__(self, tracer: CallTracer, token: ExecutionToken, span: Span) -> None:
+    def __init__(self, tracer: CallTracer, span: Span) -> None:
         self._tracer = tracer
-        self._token: ExecutionToken | None = token  # None once ended
+        self._ended = False
         self._span = span
         self._activation: Token[otel_context.Context] | None = None
         # Set on the span in one go when it ends: each set_attribute takes the span's lock.
@@ -127,10 +162,9 @@ class CallSpan:
 
     def end(self, result: ToolResult | None) -> None:
         """End the span with ``result`` (``None``: the pipeline failed unexpectedly)."""
-        if self._token is None:
+        if self._ended:
             return
-        self._tracer._open.pop(self._token, None)
-        self._token = None
+        self._ended = True
         span = self._span
         attributes = self._attributes
         if result is None:

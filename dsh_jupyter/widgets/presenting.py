@@ -31,8 +31,8 @@ from ..registry.results import ContentBlock, ToolResult
 from .text import json_text
 
 if TYPE_CHECKING:
+    from ..codemode.registry import ToolRegistry
     from ..registry.definition import ToolDefinition
-    from ..registry.registry import ToolRegistry
     from ..registry.scope import AgentScope
 
 _log = logging.getLogger(__name__)

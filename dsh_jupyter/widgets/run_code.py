@@ -9,8 +9,8 @@ import re
 from collections.abc import Callable
 from typing import Any
 
+from ..codemode.run_code import CAPTURED_OUTPUT, NO_OUTPUT
 from ..json_value import JsonValue
-from ..registry.code_mode import CAPTURED_OUTPUT, NO_OUTPUT
 from ..registry.presentation import DurableResult
 from ..registry.results import content_text
 from ..registry.scope import RESERVED_NAME
@@ -446,7 +446,7 @@ def _success_blocks(durable: DurableResult,
 
 
 def _files_blocks(files: JsonValue) -> list[Block]:
-    """The run's files (``presentation_meta["files"]``, see ``registry.run_files``): one
+    """The run's files (``presentation_meta["files"]``, see ``codemode.run_files``): one
     row each (a download link when the meta holds the bytes), then text previews."""
     if not isinstance(files, list) or not files:
         return []

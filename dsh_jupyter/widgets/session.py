@@ -46,8 +46,8 @@ from .presenting import (
 from .run_code import RunCodeCard, SubCallCard
 
 if TYPE_CHECKING:
+    from ..codemode.registry import ToolRegistry
     from ..registry.definition import ToolDefinition
-    from ..registry.registry import ToolRegistry
     from ..registry.scope import AgentScope
 
 

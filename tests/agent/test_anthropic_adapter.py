@@ -189,6 +189,20 @@ async def test_429_retry_after_and_529_overloaded_are_retried(
     assert loop.time() - began >= 0.4
 
 
+async def test_a_retry_after_beyond_the_bound_fails_at_once(
+        server: ChatServer, claude: AnthropicChatModel) -> None:
+    # The SDK alone would wait as long as asked.
+    server.reply({"type": "error", "error": {"type": "rate_limit_error", "message": "quota"}},
+                 status=429, headers={"retry-after": "3600"})
+    with pytest.raises(ModelHTTPError) as caught:
+        await claude.complete(HELLO, signal=AbortSignal.never())
+    assert caught.value.status == 429 and caught.value.attempts == 1
+    assert len(server.received) == 1
+    assert str(caught.value) == (
+        f"POST {server.root_url}/v1/messages returned 429 Too Many Requests and asked to retry "
+        "after 3600 s, more than RetryPolicy.max_retry_after (60 s): quota")
+
+
 async def test_5xx_retries_are_bounded(server: ChatServer, claude: AnthropicChatModel) -> None:
     for _ in range(3):
         server.reply({"type": "error", "error": {"type": "api_error", "message": "down"}},

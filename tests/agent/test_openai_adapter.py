@@ -78,6 +78,28 @@ async def test_a_retry_after_beyond_the_bound_fails_at_once(server: ChatServer) 
     assert "come back tomorrow" in str(caught.value)
 
 
+async def test_the_policy_times_the_retries(server: ChatServer) -> None:
+    # The SDK's retry loop waits as the RetryPolicy says, not its own 0.5 s, 1 s, 2 s ...
+    for _ in range(3):
+        server.reply({"error": {"message": "busy"}}, status=503)
+    server.answer("soon")
+    loop = asyncio.get_running_loop()
+    began = loop.time()
+    quick_retries = RetryPolicy(max_attempts=4, initial_delay=0.01, max_delay=0.02)
+    response = await quick(server.base_url, retry=quick_retries).complete(
+        HELLO, signal=AbortSignal.never())
+    assert response.content == "soon" and response.attempts == 4
+    assert loop.time() - began < 0.4
+    # ... longer ones too
+    server.reply({"error": {"message": "busy"}}, status=503)
+    server.answer("later")
+    began = loop.time()
+    slow_retries = RetryPolicy(max_attempts=2, initial_delay=0.6, jitter=0)
+    response = await quick(server.base_url, retry=slow_retries).complete(
+        HELLO, signal=AbortSignal.never())
+    assert response.content == "later" and loop.time() - began >= 0.6
+
+
 async def test_retries_are_bounded(server: ChatServer, model: OpenAIChatModel) -> None:
     for _ in range(3):
         server.reply({"error": {"message": "still down"}}, status=500)

@@ -9,7 +9,7 @@ import json
 from typing import Any
 
 import pytest
-from agent_support import ChatServer, message, response, sse
+from agent_support import ChatServer, completion, message, response, sse
 
 from dsh_jupyter import AbortController, AbortSignal, ToolRegistry, define_tool
 from dsh_jupyter.agent import (
@@ -119,10 +119,6 @@ async def test_anthropic_run_streams_text_deltas_as_events(server: ChatServer) -
 
 
 async def test_chat_completions_stream(server: ChatServer) -> None:
-    def chunk(delta: dict[str, Any], finish: str | None = None) -> dict[str, Any]:
-        return {"id": "c", "object": "chat.completion.chunk", "model": "test-model",
-                "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
-
     server.stream(sse(
         (None, chunk({"role": "assistant", "content": ""})),
         (None, chunk({"content": "Let me "})),
@@ -171,9 +167,12 @@ async def test_responses_stream(server: ChatServer) -> None:
 
 async def test_a_plain_json_answer_to_a_streamed_request_is_read(server: ChatServer) -> None:
     server.reply(message("not streamed"))
-    texts: list[str] = []
-    answer = await claude(server).complete(hello(texts), signal=AbortSignal.never())
-    assert answer.content == "not streamed" and texts == []
+    server.reply(completion("not streamed"))
+    server.reply(response("not streamed"))
+    for model in (claude(server), openai(server), openai(server, "responses")):
+        texts: list[str] = []
+        answer = await model.complete(hello(texts), signal=AbortSignal.never())
+        assert answer.content == "not streamed" and texts == []
 
 
 @pytest.mark.parametrize(("body", "field", "problem"), [
@@ -182,7 +181,8 @@ async def test_a_plain_json_answer_to_a_streamed_request_is_read(server: ChatSer
                                   "content_block": {"type": "text", "text": ""}})),
      "events[0].type", 'expected message_start first, received "content_block_start"'),
     (sse(("ping", {"type": "ping"})), "", "the stream ended before message_start"),
-    (claude_stream(calls=(("t", "f", ['{"x": ']),)), "events[4].input",
+    # events[3]: the SDK drops the ping (events[1] on the wire) before the adapter sees it.
+    (claude_stream(calls=(("t", "f", ['{"x": ']),)), "events[3].input",
      'expected the input_json_delta pieces to make JSON, received "{\\"x\\": "'),
     (claude_stream("partial") + sse(("error", {"type": "error", "error": {
         "type": "overloaded_error", "message": "Overloaded"}})), "error",
@@ -227,6 +227,77 @@ async def test_abort_mid_stream_stops_promptly(server: ChatServer) -> None:
     assert texts == ["first "] and loop.time() - began < 2
 
 
+def chunk(delta: dict[str, Any], finish: str | None = None) -> dict[str, Any]:
+    return {"id": "c", "object": "chat.completion.chunk", "model": "test-model",
+            "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
+
+
+async def test_reasoning_comes_through_streams(server: ChatServer) -> None:
+    server.stream(sse((None, chunk({"role": "assistant", "reasoning_content": "Two and "})),
+                      (None, chunk({"reasoning_content": "two."})),
+                      (None, chunk({"content": "4"}, "stop")), (None, "[DONE]")))
+    texts: list[str] = []
+    answer = await openai(server).complete(hello(texts), signal=AbortSignal.never())
+    assert (answer.reasoning, answer.content, texts) == ("Two and two.", "4", ["4"])
+
+    thought = claude_stream("4")
+    start = thought.index(b"event: content_block_start")
+    server.stream(thought[:start] + sse(
+        ("content_block_start", {"type": "content_block_start", "index": 0,
+                                 "content_block": {"type": "thinking", "thinking": "",
+                                                   "signature": ""}}),
+        ("content_block_delta", {"type": "content_block_delta", "index": 0,
+                                 "delta": {"type": "thinking_delta", "thinking": "Add."}}),
+        ("content_block_delta", {"type": "content_block_delta", "index": 0,
+                                 "delta": {"type": "signature_delta", "signature": "s"}}),
+        ("content_block_stop", {"type": "content_block_stop", "index": 0}))
+        + thought[start:].replace(b'"index": 0', b'"index": 1'))
+    texts.clear()
+    answer = await claude(server).complete(hello(texts), signal=AbortSignal.never())
+    assert (answer.reasoning, answer.content, texts) == ("Add.", "4", ["4"])
+
+
+async def test_a_stream_is_retried_until_it_starts(server: ChatServer) -> None:
+    server.reply({"type": "error", "error": {"message": "Overloaded"}}, status=529)
+    server.stream(claude_stream("fine"))
+    texts: list[str] = []
+    answer = await claude(server).complete(hello(texts), signal=AbortSignal.never())
+    assert answer.content == "fine" and answer.attempts == 2 and texts == ["fine"]
+
+
+@pytest.mark.parametrize(("api", "body", "field", "problem"), [
+    ("chat", sse((None, chunk({"content": "Half"})), (None, {"error": {"message": "gone"}})),
+     "error", 'the API returned an error instead of a completion: "gone" (str)'),
+    # A piece of a call without the "index" that says which call it belongs to.
+    ("chat", sse((None, chunk({"content": "Let me "})),
+                 (None, chunk({"tool_calls": [{"function": {"name": "f", "arguments": "{}"}}]}))),
+     "events[1]", "events[1]: the openai package could not fold the event: TypeError: "),
+    ("responses", sse(("error", {"type": "error", "message": "model crashed"})), "error",
+     'the API returned an error instead of a response: "model crashed" (str)'),
+    ("responses", sse(("response.output_text.delta", {"type": "response.output_text.delta",
+                                                      "delta": "Hel"})),
+     "", "the stream ended without a response.completed event"),
+])
+async def test_malformed_openai_streams(server: ChatServer, api: str, body: bytes, field: str,
+                                        problem: str) -> None:
+    server.stream(body)
+    with pytest.raises(ModelResponseError) as caught:
+        await openai(server, api).complete(hello([]), signal=AbortSignal.never())
+    assert caught.value.field == field and len(server.received) == 1
+    assert problem in str(caught.value)
+
+
+async def test_a_failing_text_sink_is_not_a_malformed_stream(server: ChatServer) -> None:
+    def broken(text: str) -> None:
+        raise ValueError("the sink broke")
+
+    server.stream(claude_stream("one ", "two"))
+    with pytest.raises(ValueError, match="the sink broke"):
+        await claude(server).complete(
+            ChatRequest(messages=({"role": "user", "content": "hi"},), on_text=broken),
+            signal=AbortSignal.never())
+
+
 async def test_models_that_do_not_stream_emit_no_deltas() -> None:
     registry = ToolRegistry()
     events: list[dict[str, Any]] = []
@@ -239,10 +310,6 @@ async def test_a_live_view_shows_streamed_text_as_it_comes(server: ChatServer) -
     from dsh_jupyter import ToolRegistry
     from dsh_jupyter.widgets import LiveView
     from dsh_jupyter.widgets.answer import AnswerCard
-
-    def chunk(delta: dict[str, Any], finish: str | None = None) -> dict[str, Any]:
-        return {"id": "c", "object": "chat.completion.chunk", "model": "test-model",
-                "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
 
     seen: list[str] = []
     registry = ToolRegistry()

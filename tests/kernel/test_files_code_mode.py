@@ -13,11 +13,11 @@ from typing import Any
 import pytest
 
 from dsh_jupyter import ToolCall, ToolRegistry
+from dsh_jupyter.codemode.run_files import CARD_FILE_BYTES, FILES_HEADING
 from dsh_jupyter.events import SessionEvent
 from dsh_jupyter.extension import RunCodeOutcome
 from dsh_jupyter.kernel import KernelRuntime, KernelRuntimeConfig
 from dsh_jupyter.registry.results import ToolSuccess
-from dsh_jupyter.registry.run_files import CARD_FILE_BYTES, FILES_HEADING
 from dsh_jupyter.testing import InProcessRuntime
 from dsh_jupyter.widgets import RunCodeCard
 from dsh_jupyter.widgets.presenting import durable_from_event

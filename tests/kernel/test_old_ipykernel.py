@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 from kernel_support import RuntimeFactory, run
 
-from dsh_jupyter.registry.code_mode import failure_message
+from dsh_jupyter.codemode.run_code import failure_message
 
 pytestmark = [pytest.mark.kernel, pytest.mark.timeout(120)]
 

@@ -12,10 +12,10 @@ import pytest
 
 from dsh_jupyter import ToolCall, ToolRegistry, define_tool
 from dsh_jupyter.agent import ScriptedModel, run_agent
+from dsh_jupyter.codemode.prompt import FRESH_RUNS, STATEFUL_RUNS
+from dsh_jupyter.codemode.sdk_python import python_sdk_instructions
 from dsh_jupyter.kernel import KernelRuntime, KernelRuntimeConfig, StatefulConfig
-from dsh_jupyter.registry.prompt import FRESH_RUNS, STATEFUL_RUNS
 from dsh_jupyter.registry.scope import AgentScope
-from dsh_jupyter.registry.sdk_python import python_sdk_instructions
 
 pytestmark = [pytest.mark.kernel, pytest.mark.timeout(90)]
 

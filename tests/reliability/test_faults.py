@@ -83,10 +83,11 @@ DEATHS = {
     "sigkill": ("import os, signal\nos.kill(os.getpid(), signal.SIGKILL)", "kernel-exit",
                 "SIGKILL", {}),
     # Memory limits: the C stack (a deep C recursion overflows it), and RLIMIT_AS (the
-    # program gets MemoryError, the kernel survives and reports it).
+    # program gets MemoryError, the kernel survives, and the run says which cap it was).
     "stack-overflow": ("import json, sys\nsys.setrecursionlimit(10**8)\n"
                        "json.loads('[' * 10**7 + ']' * 10**7)", "kernel-exit", "SIGSEGV", {}),
-    "memory-limit": ("block = bytearray(4 * 1024**3)", "exception", "MemoryError",
+    "memory-limit": ("block = bytearray(4 * 1024**3)", "memory-limit",
+                     "may use 1 GiB (KernelRuntimeConfig.memory_bytes); MemoryError",
                      {"memory_bytes": 1024 * MiB}),
 }
 

@@ -82,41 +82,42 @@ def ordinary_user() -> pwd.struct_passwd:
     pytest.skip("no ordinary user (uid 1000 to 65533) on this machine")
 
 
-def blocked_ancestors(paths: list[str], uid: int) -> dict[str, set[str]]:
-    """For each directory the user cannot pass (no search permission for others), the
-    children that the given paths need of it."""
-    blocked: dict[str, set[str]] = {}
-    for path in paths:
-        parts = Path(path).resolve().parts
-        for depth in range(1, len(parts) - 1):
-            directory = Path(*parts[:depth + 1])
-            info = directory.stat()
-            if info.st_uid != uid and not info.st_mode & 0o001:
-                blocked.setdefault(str(directory), set()).add(parts[depth + 1])
-                break
-    return blocked
+def blocked(path: str, uid: int) -> str | None:
+    """The first directory on ``path``'s way that ``uid`` cannot pass (no search permission
+    for others: root's home, a 0700 /tmp, a ``mktemp -d`` directory), or ``None``."""
+    parts = Path(path).resolve().parts
+    for depth in range(1, len(parts)):
+        directory = Path(*parts[:depth + 1])
+        info = directory.stat()
+        if directory.is_dir() and info.st_uid != uid and not info.st_mode & 0o001:
+            return str(directory)
+    return None
 
 
-def host_as(user: pwd.struct_passwd, root: Path) -> dict[str, object]:
-    """Run :data:`HOST` as ``user`` in a private mount namespace; its JSON report."""
-    needed = [sys.base_prefix, sys.prefix, os.path.dirname(os.path.realpath(sys.executable)),
-              str(Path(__file__).resolve().parents[2])]
-    steps = ["set -e", "mount -t tmpfs -o mode=1777 tmpfs /tmp",
-             f"mkdir -p /tmp/home && chown {user.pw_uid}:{user.pw_gid} /tmp/home"]
-    blocked = blocked_ancestors(needed, user.pw_uid)
-    for number, (directory, children) in enumerate(blocked.items()):
-        # The children the user needs, kept aside, then put back on a tmpfs it can pass.
-        stage = root / f"stage{number}"
-        for child in sorted(children):
-            steps += [f"mkdir -p {stage}/{child}",
-                      f"mount --bind {directory}/{child} {stage}/{child}"]
-        steps.append(f"mount -t tmpfs -o mode=0755 tmpfs {directory}")
-        for child in sorted(children):
-            steps += [f"mkdir -p {directory}/{child}",
-                      f"mount --bind {stage}/{child} {directory}/{child}"]
-    steps.append(f"exec setpriv --reuid={user.pw_uid} --regid={user.pw_gid} --clear-groups "
-                 f"env -i HOME=/tmp/home TMPDIR=/tmp PATH=/usr/bin:/bin "
-                 f"{sys.executable} -c \"$HOST\"")
+def host_as(user: pwd.struct_passwd) -> dict[str, object]:
+    """Run :data:`HOST` as ``user`` in a private mount namespace; its JSON report. What the
+    user must reach (this Python, the venv, the checkout) and cannot is bound, read-only
+    as it was, at the same path on tmpfs directories it can pass; ``/tmp`` is a tmpfs of
+    its own."""
+    needed = sorted({os.path.realpath(p) for p in (
+        sys.base_prefix, sys.prefix, os.path.dirname(os.path.realpath(sys.executable)),
+        str(Path(__file__).resolve().parents[2]))}, key=len)
+    outermost = [p for i, p in enumerate(needed)
+                 if not any(p.startswith(q.rstrip("/") + "/") for q in needed[:i])]
+    staged = [(path, top) for path in outermost if (top := blocked(path, user.pw_uid))]
+    stage = "/mnt" if os.path.isdir("/mnt") else "/media"
+    steps = ["set -e", f"mount -t tmpfs tmpfs {stage}"]
+    for number, (path, _top) in enumerate(staged):
+        steps += [f"mkdir -p {stage}/{number}", f"mount --bind {path} {stage}/{number}"]
+    tops = sorted({top for _path, top in staged} | {"/tmp"}, key=len)
+    for top in tops:
+        steps.append(f"mount -t tmpfs -o mode={'1777' if top == '/tmp' else '0755'} tmpfs {top}")
+    for number, (path, _top) in enumerate(staged):
+        steps += [f"mkdir -p {path}", f"mount --bind {stage}/{number} {path}"]
+    steps += [f"mkdir -p /tmp/home && chown {user.pw_uid}:{user.pw_gid} /tmp/home",
+              f"exec setpriv --reuid={user.pw_uid} --regid={user.pw_gid} --clear-groups "
+              f"env -i HOME=/tmp/home TMPDIR=/tmp PATH=/usr/bin:/bin "
+              f"{sys.executable} -c \"$HOST\""]
     done = subprocess.run(["unshare", "--mount", "--propagation", "private", "sh", "-c",
                            "\n".join(steps)], capture_output=True, text=True, timeout=100,
                           env={**os.environ, "HOST": HOST}, check=False)
@@ -125,9 +126,9 @@ def host_as(user: pwd.struct_passwd, root: Path) -> dict[str, object]:
     return report
 
 
-def test_an_ordinary_users_host(tmp_path: Path) -> None:
+def test_an_ordinary_users_host() -> None:
     user = ordinary_user()
-    report = host_as(user, tmp_path)
+    report = host_as(user)
     assert report["uid"] == user.pw_uid
     seen = report["seen"]
     assert isinstance(seen, dict), seen

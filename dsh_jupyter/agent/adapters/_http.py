@@ -1,28 +1,39 @@
-"""What the SDK adapters share: the retry loop around one request, and the SDK import.
+"""What the SDK adapters share about HTTP: the retry policy on the SDKs' own retry
+loop, and the SDKs' errors as ours.
 
-Both official clients (``openai``, ``anthropic``) are built with ``max_retries=0``
-and this loop does the retrying, so the policy is the same for every adapter and
-ours to test: Retry-After with a bound (``RetryPolicy.max_retry_after``), which
-the SDKs cap silently; the attempt count reported on responses and errors; the
-abort signal honoured during a backoff wait; the same error messages and codes.
+Both official clients (``openai``, ``anthropic``) retry connection errors, timeouts
+and statuses 408, 409, 429 and 5xx, ``max_retries = RetryPolicy.max_attempts - 1``
+times. :class:`PolicyRetries`, mixed into the SDK's client class, sets two hooks of
+that loop from the policy: the wait before each retry (the server's ``Retry-After``
+or ``retry-after-ms`` as the SDK reads it, else the policy's backoff), and a wait
+asked for beyond ``RetryPolicy.max_retry_after``, which ends the request instead of
+stalling the run (alone, the openai client waits up to two minutes, the anthropic
+client as long as asked). Those two methods, and ``_parse_retry_after_header`` that
+reads the header as the SDK does, belong to the SDKs' base client, not to their public
+API: ``openai<4`` and ``anthropic<3`` are pinned, and the tests time the retries.
+
+:func:`model_error` turns the SDK's error of a failed request into ours, with the
+server's own message and the attempts made (the SDK numbers its retries on each
+request, ``x-stainless-retry-count``).
 """
 
 from __future__ import annotations
 
-import asyncio
-import email.utils
 import importlib.util
 import json
 import random
 import sys
-import time
-from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from types import ModuleType
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Protocol, cast
 
-from ...abort import AbortSignal
-from ..errors import ModelConfigError, ModelHTTPError, ModelResponseError, ModelUnavailableError
+from ..errors import (
+    ModelConfigError,
+    ModelError,
+    ModelHTTPError,
+    ModelResponseError,
+    ModelUnavailableError,
+)
 from ..wire import describe
 
 if TYPE_CHECKING:
@@ -30,7 +41,6 @@ if TYPE_CHECKING:
 
 CONNECT_TIMEOUT = 10.0
 READ_TIMEOUT = 300.0
-_RETRY_STATUSES = frozenset({408, 409, 429})
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -47,6 +57,43 @@ class RetryPolicy:
     def backoff(self, retry: int) -> float:
         delay = min(self.initial_delay * 2.0 ** (retry - 1), self.max_delay)
         return delay * (1 - self.jitter * random.random())
+
+
+class _SdkRetries(Protocol):
+    """What :class:`PolicyRetries` uses of the SDK client it is mixed into."""
+
+    def _parse_retry_after_header(self, response_headers: httpx2.Headers | None = None
+                                  ) -> float | None: ...
+
+    def _should_retry(self, response: httpx2.Response) -> bool: ...
+
+
+class PolicyRetries:
+    """Mixed in before an SDK's client class: its retry loop on ``policy``.
+    ``refused_wait`` is the ``Retry-After`` a retry was refused for, if one was."""
+
+    policy = RetryPolicy()
+    refused_wait: float | None = None
+
+    def _should_retry(self, response: httpx2.Response) -> bool:
+        wait = cast(_SdkRetries, self)._parse_retry_after_header(response.headers)
+        if wait is not None and wait > self.policy.max_retry_after:
+            self.refused_wait = wait
+            return False
+        return cast(_SdkRetries, super())._should_retry(response)
+
+    def _calculate_retry_timeout(self, remaining_retries: int, options: object,
+                                 response_headers: httpx2.Headers | None = None) -> float:
+        wait = cast(_SdkRetries, self)._parse_retry_after_header(response_headers)
+        if wait is not None:
+            return max(wait, 0.0)
+        return self.policy.backoff(self.policy.max_attempts - remaining_retries)
+
+
+def with_policy(client_class: type[Any]) -> type[Any]:
+    """``client_class`` (``openai.AsyncOpenAI``, ``anthropic.AsyncAnthropic``) with
+    :class:`PolicyRetries` mixed in; set ``policy`` on each client made."""
+    return type(client_class.__name__, (PolicyRetries, client_class), {"__module__": __name__})
 
 
 def require_sdk(package: str, adapter: str) -> None:
@@ -77,51 +124,36 @@ def default_timeout() -> httpx2.Timeout:
     return httpx2.Timeout(READ_TIMEOUT, connect=CONNECT_TIMEOUT)
 
 
-async def send_with_retries(send: Callable[[], Awaitable[httpx2.Response]], *, sdk: ModuleType,
-                            what: str, retry: RetryPolicy,
-                            signal: AbortSignal) -> tuple[httpx2.Response, int]:
-    """Call ``send`` (one request through the SDK, returning the raw HTTP response)
-    until it succeeds or ``retry`` gives up; returns the response and the attempts.
+def attempts(request: httpx2.Request) -> int:
+    """The requests made up to ``request``, which the SDK numbered."""
+    retries = request.headers.get("x-stainless-retry-count", "0")
+    return int(retries) + 1 if retries.isdigit() else 1
 
-    ``sdk`` is the client package: its ``APIStatusError`` carries the response of a
-    non-2xx status, its ``APIConnectionError`` the transport error as its cause.
-    """
-    import httpx2
 
-    transient = (httpx2.TimeoutException, httpx2.NetworkError, httpx2.RemoteProtocolError)
-    attempt = 0
-    while True:
-        attempt += 1
-        last = attempt >= retry.max_attempts
-        try:
-            return await signal.run(send()), attempt
-        except sdk.APIStatusError as exc:
-            response: httpx2.Response = exc.response
-        except sdk.APIConnectionError as exc:
-            cause = exc.__cause__ or exc
-            if not isinstance(cause, transient) and not isinstance(exc, sdk.APITimeoutError):
-                raise ModelUnavailableError(f"{what} failed: {type(cause).__name__}: {cause}",
-                                            attempts=attempt) from None
-            if last:
-                raise ModelUnavailableError(
-                    f"{what} failed: {type(cause).__name__}: {str(cause) or 'no detail'} "
-                    f"(gave up after {attempt} attempts)", attempts=attempt) from None
-            await signal.run(asyncio.sleep(retry.backoff(attempt)))
-            continue
-        status = response.status_code
-        if last or not (status in _RETRY_STATUSES or status >= 500):
-            tried = f" (gave up after {attempt} attempts)" if attempt > 1 else ""
-            raise ModelHTTPError(f"{what} returned {status} {response.reason_phrase}: "
-                                 f"{error_detail(response)}{tried}",
-                                 status=status, attempts=attempt)
-        wait = retry_after(response)
-        if wait is not None and wait > retry.max_retry_after:
-            raise ModelHTTPError(
-                f"{what} returned {status} {response.reason_phrase} and asked to retry after "
-                f"{wait:g} s, more than RetryPolicy.max_retry_after "
-                f"({retry.max_retry_after:g} s): {error_detail(response)}",
-                status=status, attempts=attempt)
-        await signal.run(asyncio.sleep(wait if wait is not None else retry.backoff(attempt)))
+def model_error(exc: Exception, *, sdk: ModuleType, what: str,
+                client: PolicyRetries) -> ModelError:
+    """The SDK's error of a request ``client`` sent as ours: ``exc`` is the package
+    ``sdk``'s ``APIStatusError`` (the response of a non-2xx status) or its
+    ``APIConnectionError`` (the transport error is its cause)."""
+    if not isinstance(exc, sdk.APIStatusError):
+        tried = attempts(exc.request) if isinstance(exc, sdk.APIConnectionError) else 1
+        cause = exc.__cause__ or exc
+        gave_up = f" (gave up after {tried} attempts)" if tried > 1 else ""
+        return ModelUnavailableError(f"{what} failed: {type(cause).__name__}: "
+                                     f"{str(cause) or 'no detail'}{gave_up}", attempts=tried)
+    response: httpx2.Response = exc.response
+    tried = attempts(response.request)
+    status = response.status_code
+    wait = client.refused_wait
+    if wait is not None:
+        return ModelHTTPError(
+            f"{what} returned {status} {response.reason_phrase} and asked to retry after "
+            f"{wait:g} s, more than RetryPolicy.max_retry_after "
+            f"({client.policy.max_retry_after:g} s): {error_detail(response)}",
+            status=status, attempts=tried)
+    gave_up = f" (gave up after {tried} attempts)" if tried > 1 else ""
+    return ModelHTTPError(f"{what} returned {status} {response.reason_phrase}: "
+                          f"{error_detail(response)}{gave_up}", status=status, attempts=tried)
 
 
 def json_body(response: httpx2.Response, *, attempts: int, kind: str) -> object:
@@ -150,25 +182,3 @@ def error_detail(response: httpx2.Response) -> str:
             if isinstance(body.get(key), str):
                 return str(body[key])
     return describe(body)
-
-
-def retry_after(response: httpx2.Response) -> float | None:
-    """Seconds the server asked us to wait, if it said (``retry-after-ms`` first)."""
-    millis = response.headers.get("retry-after-ms")
-    if millis is not None:
-        try:
-            return max(float(millis) / 1000, 0.0)
-        except ValueError:
-            pass
-    value = response.headers.get("retry-after")
-    if value is None:
-        return None
-    try:
-        return max(float(value), 0.0)
-    except ValueError:
-        pass
-    try:
-        when = email.utils.parsedate_to_datetime(value)
-    except (TypeError, ValueError):
-        return None
-    return max(when.timestamp() - time.time(), 0.0)

@@ -1,18 +1,29 @@
-"""Streamed responses: server-sent events in, text deltas out, and the whole body at the end.
+"""Streamed responses on the SDKs' typed streams: what goes wrong mid-stream, as our errors.
 
-Each API's events are folded back into the body its non-streamed response would
-have had, which the same parser then checks (so a streamed response fails with the
-same field-naming errors, and ``raw`` still records a body ``dump_script`` can
-write). A field an event gets wrong is named by the event's position:
-``events[3].delta.text``. A server that answers a streamed request with plain JSON
-is read as such.
+Each adapter iterates its SDK's stream of typed events and folds them with the SDK's
+own helper where it has one (``ChatCompletionStreamState``, ``MessageStream``; a
+Responses stream ends with the whole response), passing each piece of text on as it
+comes. The body at the end is the one the API would have sent without streaming,
+checked by the same parser, so ``raw`` still records what ``dump_script`` writes.
+
+:class:`StreamReader` numbers the events (``events[3]``) and reads the stream:
+
+- data that is not JSON, or an event the SDK cannot fold, is ``ModelResponseError``
+  naming the event;
+- a connection lost mid-way is ``ModelUnavailableError``, not retried, since part of
+  the answer was already shown;
+- the error an SDK raises for an error event becomes ``error``, for the API's parser to
+  report;
+- a server that answers a streamed request with plain JSON is read as such.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
-from collections.abc import AsyncIterator, Callable
-from typing import TYPE_CHECKING, Any, Protocol
+from collections.abc import AsyncGenerator, AsyncIterable, Callable
+from types import ModuleType
+from typing import TYPE_CHECKING, TypeVar
 
 from ..errors import ModelResponseError, ModelUnavailableError
 from ..wire import Parser
@@ -21,241 +32,71 @@ from ._http import json_body
 if TYPE_CHECKING:
     import httpx2
 
+_Event = TypeVar("_Event")
 TextSink = Callable[[str], None]
 
 
-class Fold(Protocol):
-    """One API's events folded into a body; ``feed`` returns a text delta, if any."""
+class StreamReader:
+    """Reads one streamed ``response`` of ``sdk`` (the client package).
 
-    def feed(self, event: str | None, data: Any, parser: Parser, at: str) -> str | None: ...
+    ``helpers`` are the types of the events an SDK helper adds after the event
+    they come from (``text`` after a ``content_block_delta``); they are not counted.
+    """
 
-    def body(self, parser: Parser) -> object: ...
-
-
-async def read_stream(response: httpx2.Response, fold: Fold, *, on_text: TextSink | None,
-                      attempts: int, kind: str, what: str) -> object:
-    """The body of a streamed ``response``, calling ``on_text`` with each text delta."""
-    import httpx2
-
-    if not response.headers.get("content-type", "").startswith("text/event-stream"):
-        await response.aread()
-        return json_body(response, attempts=attempts, kind=kind)
-    parser = Parser(attempts, kind)
-    count = 0
-    try:
-        async for event, data in _server_sent_events(response):
-            if data == "[DONE]":
-                break
-            at = f"events[{count}]"
-            count += 1
-            try:
-                decoded = json.loads(data)
-            except ValueError:
-                parser.fail(at, "expected JSON data", data)
-            text = fold.feed(event, decoded, parser, at)
-            if text and on_text is not None:
-                on_text(text)
-    except httpx2.TransportError as exc:
-        raise ModelUnavailableError(
-            f"{what} failed after {count} streamed events: {type(exc).__name__}: "
-            f"{str(exc) or 'no detail'}", attempts=attempts) from None
-    return fold.body(parser)
-
-
-async def _server_sent_events(response: httpx2.Response) -> AsyncIterator[tuple[str | None, str]]:
-    event: str | None = None
-    data: list[str] = []
-    async for line in response.aiter_lines():
-        if not line:
-            if data:
-                yield event, "\n".join(data)
-            event, data = None, []
-        elif line.startswith("event:"):
-            event = line[6:].strip()
-        elif line.startswith("data:"):
-            data.append(line[5:].removeprefix(" "))
-    if data:
-        yield event, "\n".join(data)
-
-
-class ChatFold:
-    """Chat Completions chunks: ``choices[0].delta`` content and tool-call pieces
-    (joined by their ``index``), the finish reason, usage from the last chunk."""
-
-    def __init__(self) -> None:
-        self.content: list[str] = []
-        self.reasoning: list[str] = []
-        self.calls: dict[int, dict[str, Any]] = {}
-        self.finish: str | None = None
-        self.usage: object = None
-        self.model: object = None
+    def __init__(self, response: httpx2.Response, *, sdk: ModuleType, attempts: int,
+                 kind: str, what: str, helpers: frozenset[str] = frozenset()) -> None:
+        self.response = response
+        self.parser = Parser(attempts, kind)
+        self.count = 0
+        """The events read (helpers aside)."""
         self.error: object = None
+        """What an error event said, if one came: ``{"message": ...}`` or its text."""
+        self._sdk = sdk
+        self._what = what
+        self._helpers = helpers
 
-    def feed(self, event: str | None, data: Any, parser: Parser, at: str) -> str | None:
-        chunk = parser.obj(data, at)
-        if "error" in chunk and "choices" not in chunk:
-            self.error = chunk["error"]
+    async def plain_body(self) -> object | None:
+        """The JSON body of a response that is not an event stream, else ``None``."""
+        if self.response.headers.get("content-type", "").startswith("text/event-stream"):
             return None
-        self.model = chunk.get("model", self.model)
-        if chunk.get("usage") is not None:
-            self.usage = chunk["usage"]
-        choices = chunk.get("choices") or []
-        if not isinstance(choices, list):
-            parser.fail(f"{at}.choices", "expected an array", choices)
-        text: str | None = None
-        for i, value in enumerate(choices[:1]):
-            choice = parser.obj(value, f"{at}.choices[{i}]")
-            delta = parser.obj(choice.get("delta") or {}, f"{at}.choices[{i}].delta")
-            text = parser.optional_str(delta.get("content"), f"{at}.choices[{i}].delta.content")
-            if text:
-                self.content.append(text)
-            thought = parser.optional_str(delta.get("reasoning_content", delta.get("reasoning")),
-                                          f"{at}.choices[{i}].delta.reasoning_content")
-            if thought:
-                self.reasoning.append(thought)
-            for j, piece in enumerate(delta.get("tool_calls") or ()):
-                self.add_call(parser.obj(piece, f"{at}.choices[{i}].delta.tool_calls[{j}]"))
-            self.finish = choice.get("finish_reason") or self.finish
-        return text
+        await self.response.aread()
+        return json_body(self.response, attempts=self.parser.attempts, kind=self.parser.kind)
 
-    def add_call(self, piece: dict[str, Any]) -> None:
-        index = piece.get("index")
-        slot = self.calls.setdefault(index if isinstance(index, int) else len(self.calls), {
-            "id": None, "type": "function", "function": {"name": "", "arguments": ""}})
-        if piece.get("id"):
-            slot["id"] = piece["id"]
-        function = piece.get("function") or {}
-        if isinstance(function, dict):
-            if function.get("name"):
-                slot["function"]["name"] = function["name"]
-            if isinstance(function.get("arguments"), str):
-                slot["function"]["arguments"] += function["arguments"]
+    async def read(self, stream: AsyncIterable[_Event],
+                   handle: Callable[[str, _Event], str | None], on_text: TextSink | None) -> None:
+        """Pass each event of ``stream`` to ``handle`` with its position; the text
+        ``handle`` returns goes to ``on_text`` (whose own errors are not the stream's)."""
+        async with contextlib.aclosing(self._handled(stream, handle)) as texts:
+            async for text in texts:
+                if text and on_text is not None:
+                    on_text(text)
 
-    def body(self, parser: Parser) -> object:
-        if self.error is not None and not (self.content or self.calls):
-            return {"error": self.error}
-        message: dict[str, Any] = {"role": "assistant",
-                                   "content": "".join(self.content) if self.content else None}
-        if self.reasoning:
-            message["reasoning_content"] = "".join(self.reasoning)
-        if self.calls:
-            message["tool_calls"] = [self.calls[i] for i in sorted(self.calls)]
-        body: dict[str, Any] = {"object": "chat.completion", "model": self.model,
-                                "choices": [{"index": 0, "message": message,
-                                             "finish_reason": self.finish}]}
-        if self.usage is not None:
-            body["usage"] = self.usage
-        return body
-
-
-class MessagesFold:
-    """Anthropic Messages events: ``message_start``, content blocks built from their
-    deltas (``tool_use`` input from its JSON pieces), ``message_delta``'s stop
-    reason and usage; an ``error`` event becomes an error body."""
-
-    def __init__(self) -> None:
-        self.message: dict[str, Any] | None = None
-        self.blocks: dict[int, dict[str, Any]] = {}
-        self.inputs: dict[int, list[str]] = {}
-        self.error: object = None
-
-    def feed(self, event: str | None, data: Any, parser: Parser, at: str) -> str | None:
-        payload = parser.obj(data, at)
-        kind = payload.get("type", event)
-        if kind == "error":
-            self.error = payload.get("error")
-            return None
-        if kind == "message_start":
-            self.message = dict(parser.obj(payload.get("message"), f"{at}.message"))
-            return None
-        if self.message is None:
-            if kind == "ping":
-                return None
-            parser.fail(f"{at}.type", "expected message_start first", kind)
-        if kind in ("content_block_start", "content_block_delta", "content_block_stop"):
-            index = payload.get("index")
-            if isinstance(index, bool) or not isinstance(index, int):
-                parser.fail(f"{at}.index", "expected an integer", index)
-            if kind == "content_block_start":
-                self.blocks[index] = dict(parser.obj(payload.get("content_block"),
-                                                     f"{at}.content_block"))
-                if self.blocks[index].get("type") == "tool_use":
-                    self.inputs[index] = []
-                return None
-            if index not in self.blocks:
-                parser.fail(f"{at}.index", "expected the index of a started block", index)
-            if kind == "content_block_delta":
-                return self.delta(index, parser.obj(payload.get("delta"), f"{at}.delta"),
-                                  parser, f"{at}.delta")
-            pieces = self.inputs.pop(index, None)
-            if pieces is not None:
-                text = "".join(pieces)
-                try:
-                    self.blocks[index]["input"] = json.loads(text) if text else {}
-                except ValueError:
-                    parser.fail(f"{at}.input", "expected the input_json_delta pieces to "
-                                "make JSON", text)
-        elif kind == "message_delta":
-            delta = parser.obj(payload.get("delta") or {}, f"{at}.delta")
-            for key in ("stop_reason", "stop_sequence"):
-                if key in delta:
-                    self.message[key] = delta[key]
-            if payload.get("usage") is not None:
-                usage = parser.obj(payload["usage"], f"{at}.usage")
-                self.message["usage"] = {**(self.message.get("usage") or {}),
-                                         **{k: v for k, v in usage.items() if v is not None}}
-        return None
-
-    def delta(self, index: int, delta: dict[str, Any], parser: Parser, at: str) -> str | None:
-        block = self.blocks[index]
-        kind = delta.get("type")
-        if kind == "text_delta":
-            text = parser.text(delta.get("text"), f"{at}.text")
-            block["text"] = str(block.get("text") or "") + text
-            return text
-        if kind == "input_json_delta" and index in self.inputs:
-            self.inputs[index].append(parser.text(delta.get("partial_json"),
-                                                  f"{at}.partial_json"))
-        elif kind == "thinking_delta":
-            block["thinking"] = (str(block.get("thinking") or "")
-                                 + parser.text(delta.get("thinking"), f"{at}.thinking"))
-        return None
-
-    def body(self, parser: Parser) -> object:
-        if self.error is not None:
-            return {"type": "error", "error": self.error}
-        if self.message is None:
-            raise ModelResponseError("", "the stream ended before message_start",
-                                     attempts=parser.attempts, kind=parser.kind)
-        return {**self.message, "content": [self.blocks[i] for i in sorted(self.blocks)]}
-
-
-class ResponsesFold:
-    """Responses API events: ``response.output_text.delta`` text, and the response
-    of the closing ``response.completed`` (or ``incomplete``, ``failed``) event."""
-
-    _FINAL = ("response.completed", "response.incomplete", "response.failed")
-
-    def __init__(self) -> None:
-        self.response: object = None
-        self.error: object = None
-
-    def feed(self, event: str | None, data: Any, parser: Parser, at: str) -> str | None:
-        payload = parser.obj(data, at)
-        kind = payload.get("type", event)
-        if kind == "response.output_text.delta":
-            return parser.text(payload.get("delta"), f"{at}.delta")
-        if kind in self._FINAL:
-            self.response = parser.obj(payload.get("response"), f"{at}.response")
-        elif kind == "error":
-            self.error = payload.get("message", payload.get("error"))
-        return None
-
-    def body(self, parser: Parser) -> object:
-        if self.response is not None:
-            return self.response
-        if self.error is not None:
-            return {"error": {"message": self.error}, "output": []}
-        raise ModelResponseError("", f"the stream ended without a {self._FINAL[0]} event",
-                                 attempts=parser.attempts, kind=parser.kind)
-
+    async def _handled(self, stream: AsyncIterable[_Event],
+                       handle: Callable[[str, _Event], str | None]
+                       ) -> AsyncGenerator[str | None, None]:
+        at = "events[0]"  # the event being read or handled
+        try:
+            async for event in stream:
+                helper = getattr(event, "type", None) in self._helpers
+                if helper:
+                    at = f"events[{self.count - 1}]"
+                text = handle(at, event)
+                self.count += not helper
+                at = f"events[{self.count}]"
+                yield text
+        except json.JSONDecodeError as exc:
+            self.parser.fail(at, "expected JSON data", exc.doc)
+        except self._sdk.APIConnectionError as exc:
+            cause = exc.__cause__ or exc
+            raise ModelUnavailableError(
+                f"{self._what} failed after {self.count} streamed events: "
+                f"{type(cause).__name__}: {str(cause) or 'no detail'}",
+                attempts=self.parser.attempts) from None
+        except self._sdk.APIError as exc:
+            body = exc.body
+            self.error = body.get("error", body) if isinstance(body, dict) else body
+        except (AttributeError, IndexError, KeyError, RuntimeError, TypeError, ValueError) as exc:
+            raise ModelResponseError(
+                at, f"the {self._sdk.__name__} package could not fold the event: "
+                f"{type(exc).__name__}: {exc}", attempts=self.parser.attempts,
+                kind=self.parser.kind) from None

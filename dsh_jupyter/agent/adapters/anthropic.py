@@ -11,31 +11,28 @@ The loop's chat messages are mapped to content blocks (``tool_use``, and the
 breakpoints are placed on the last tool and the system prompt (see
 ``_messages_wire``). Retries, timeouts, abort and errors are those of
 :class:`~dsh_jupyter.agent.OpenAIChatModel`; 529 (overloaded) is a 5xx, so it is
-retried like the others.
+retried like the others. ``stream=True`` reads the SDK's ``MessageStream``.
 """
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from ...abort import AbortSignal
 from ...json_value import JsonValue
-from ..errors import ModelConfigError
+from ..errors import ModelConfigError, ModelResponseError
 from ..model import ChatRequest, ModelResponse
-from ._http import (
-    RetryPolicy,
-    default_timeout,
-    json_body,
-    send_with_retries,
-)
+from ._http import RetryPolicy, attempts, json_body
 from ._messages_wire import KIND, messages_body, parse_message
 from ._sdk_model import SdkChatModel, first_env
-from ._streams import MessagesFold, read_stream
+from ._streams import StreamReader, TextSink
 
 if TYPE_CHECKING:
+    import anthropic
     import httpx2
+    from anthropic.lib.streaming import AsyncMessageStream, ParsedMessageStreamEvent
 
 ENV_MODEL = "DSH_MODEL"
 ENV_BASE_URLS = ("DSH_MODEL_BASE_URL", "ANTHROPIC_BASE_URL")
@@ -43,6 +40,8 @@ ENV_API_KEYS = ("DSH_API_KEY", "ANTHROPIC_API_KEY")
 ENV_MAX_TOKENS = "DSH_MAX_TOKENS"
 DEFAULT_BASE_URL = "https://api.anthropic.com"
 DEFAULT_MAX_TOKENS = 8192
+# What the SDK's MessageStream adds after the event it comes from.
+_HELPER_EVENTS = frozenset({"text", "citation", "thinking", "signature", "input_json"})
 
 
 class AnthropicChatModel(SdkChatModel):
@@ -60,6 +59,7 @@ class AnthropicChatModel(SdkChatModel):
     """The API it speaks (``gen_ai.provider.name`` on traced requests)."""
 
     sdk = "anthropic"
+    sdk_client = "AsyncAnthropic"
 
     def __init__(self, *, model: str, api_key: str | None = None,
                  base_url: str = DEFAULT_BASE_URL, max_tokens: int = DEFAULT_MAX_TOKENS,
@@ -103,45 +103,65 @@ class AnthropicChatModel(SdkChatModel):
                    timeout=timeout, retry=retry, options=options, headers=headers,
                    client=client)
 
-    def _open_http(self, ssl: Any) -> httpx2.AsyncClient:
+    async def _send(self, client: anthropic.AsyncAnthropic,
+                    request: ChatRequest) -> ModelResponse:
         import anthropic
 
-        return anthropic.DefaultAsyncHttpxClient(verify=ssl)
-
-    async def _send(self, http: httpx2.AsyncClient, request: ChatRequest,
-                    signal: AbortSignal) -> ModelResponse:
-        import anthropic
-
-        # Without a key (a local gateway), a placeholder satisfies the client and the
-        # credential headers are left out.
-        client = anthropic.AsyncAnthropic(
-            api_key=self._api_key or "unused", base_url=self.base_url, max_retries=0,
-            default_headers=self._headers, http_client=http)
+        # Without a key (a local gateway), the credential headers are left out.
         no_key = {"Authorization": anthropic.omit, "X-Api-Key": anthropic.omit}
-        body = messages_body(request, cache=self.cache)
-        if self.stream:
-            body["stream"] = True
-        options: dict[str, Any] = {
-            "extra_body": self.options or None,
-            "extra_headers": None if self._api_key else no_key,
-            "timeout": default_timeout() if self.timeout is None else self.timeout}
-
-        async def send() -> httpx2.Response:
-            raw = await client.messages.with_raw_response.create(
-                model=self.model, max_tokens=self.max_tokens, **body, **options)
-            http_response: httpx2.Response = raw.http_response
-            return http_response
-
-        what = f"POST {self.url}"
-        response, attempts = await send_with_retries(send, sdk=anthropic, what=what,
-                                                     retry=self.retry, signal=signal)
+        args: dict[str, Any] = {
+            "model": self.model, "max_tokens": self.max_tokens,
+            **messages_body(request, cache=self.cache), "extra_body": self.options or None,
+            "extra_headers": None if self._api_key else no_key, "timeout": self.request_timeout}
         if not self.stream:
-            return parse_message(json_body(response, attempts=attempts, kind=KIND),
-                                 attempts=attempts)
-        try:
-            received = await signal.run(read_stream(
-                response, MessagesFold(), on_text=request.on_text, attempts=attempts,
-                kind=KIND, what=what))
-        finally:
-            await response.aclose()
-        return parse_message(received, attempts=attempts)
+            raw = await client.messages.with_raw_response.create(**args)
+            tried = attempts(raw.http_response.request)
+            return parse_message(json_body(raw.http_response, attempts=tried, kind=KIND),
+                                 attempts=tried)
+        async with client.messages.stream(**args) as stream:
+            tried = attempts(stream.response.request)
+            reader = StreamReader(stream.response, sdk=anthropic, attempts=tried, kind=KIND,
+                                  what=self.what, helpers=_HELPER_EVENTS)
+            received = await reader.plain_body()
+            if received is None:
+                received = await _read_messages(reader, stream, request.on_text)
+        return parse_message(received, attempts=tried)
+
+
+async def _read_messages(reader: StreamReader, stream: AsyncMessageStream[None],
+                         on_text: TextSink | None) -> object:
+    """Events folded by the SDK's ``MessageStream``; text deltas to ``on_text``.
+
+    The SDK reads a ``tool_use`` block's input leniently from the JSON pieces it has so
+    far (``{"x": `` is ``{}``), so the pieces are also kept and checked whole when the
+    block stops: a call cut short must not run with part of its arguments."""
+    started = False
+    pieces: dict[int, str] = {}
+
+    def handle(at: str, event: ParsedMessageStreamEvent[None]) -> str | None:
+        nonlocal started
+        if not started and event.type != "message_start":
+            reader.parser.fail(f"{at}.type", "expected message_start first", event.type)
+        started = True
+        if event.type == "content_block_delta":
+            if event.delta.type == "text_delta":
+                return reader.parser.text(event.delta.text, f"{at}.delta.text")
+            if event.delta.type == "input_json_delta":
+                pieces[event.index] = pieces.get(event.index, "") + event.delta.partial_json
+        elif event.type == "content_block_stop" and event.index in pieces:
+            text = pieces.pop(event.index)
+            try:
+                json.loads(text or "{}")
+            except ValueError:
+                reader.parser.fail(f"{at}.input", "expected the input_json_delta pieces to "
+                                   "make JSON", text)
+        return None
+
+    await reader.read(stream, handle, on_text)
+    if reader.error is not None:
+        return {"type": "error", "error": reader.error}
+    if not started:
+        raise ModelResponseError("", "the stream ended before message_start",
+                                 attempts=reader.parser.attempts, kind=KIND)
+    message = await stream.get_final_message()
+    return message.to_dict(mode="json", warnings=False)

@@ -16,34 +16,36 @@ Transient failures are retried with exponential backoff and jitter, at most
 dropped connection, and statuses 408, 409, 429 and 5xx. A ``Retry-After`` (or
 ``retry-after-ms``) header sets the wait; one longer than
 ``RetryPolicy.max_retry_after`` ends the request instead of stalling the run.
-Other statuses fail at once with the server's own message. The client's own
-retries are off (``max_retries=0``): the loop in ``_http`` does this for every adapter.
+Other statuses fail at once with the server's own message. The retrying is the
+client's own, on the policy (see ``_http``), as for every adapter.
+
+``stream=True`` reads the SDK's typed stream: chat-completion chunks folded by its
+``ChatCompletionStreamState``, or Responses events up to the one that carries the
+whole response (see ``_streams``).
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING, Any, Literal
 
-from ...abort import AbortSignal
 from ...json_value import JsonValue
-from ..errors import ModelConfigError
+from ..errors import ModelConfigError, ModelResponseError
 from ..model import ChatRequest, ModelResponse
 from ..wire import parse_chat_completion
-from ._http import (
-    RetryPolicy,
-    default_timeout,
-    json_body,
-    send_with_retries,
-)
+from ._http import RetryPolicy, attempts, json_body
 from ._responses_wire import KIND as RESPONSES
 from ._responses_wire import parse_response, responses_body
 from ._sdk_model import SdkChatModel, first_env
-from ._streams import ChatFold, ResponsesFold, read_stream
+from ._streams import StreamReader, TextSink
 
 if TYPE_CHECKING:
     import httpx2
+    import openai
+    from openai import AsyncStream
+    from openai.types.chat import ChatCompletionChunk
+    from openai.types.responses import ResponseStreamEvent
 
 __all__ = ["OpenAIChatModel", "RetryPolicy"]
 
@@ -76,6 +78,7 @@ class OpenAIChatModel(SdkChatModel):
     answers is ``server.address``, from ``base_url``."""
 
     sdk = "openai"
+    sdk_client = "AsyncOpenAI"
 
     def __init__(self, *, model: str, base_url: str = DEFAULT_BASE_URL,
                  api_key: str | None = None, api: Literal["chat", "responses"] = "chat",
@@ -116,57 +119,89 @@ class OpenAIChatModel(SdkChatModel):
                    timeout=timeout, retry=retry, options=options, headers=headers,
                    client=client)
 
-    def _open_http(self, ssl: Any) -> httpx2.AsyncClient:
+    async def _send(self, client: openai.AsyncOpenAI, request: ChatRequest) -> ModelResponse:
         import openai
 
-        return openai.DefaultAsyncHttpxClient(verify=ssl)
-
-    async def _send(self, http: httpx2.AsyncClient, request: ChatRequest,
-                    signal: AbortSignal) -> ModelResponse:
-        import openai
-
-        # A placeholder key satisfies the client; the header is then left out, as a
-        # local server without keys expects.
-        client = openai.AsyncOpenAI(api_key=self._api_key or "unused", base_url=self.base_url,
-                                    max_retries=0, default_headers=self._headers,
-                                    http_client=http)
-        common: dict[str, Any] = {
-            "model": self.model, "extra_body": self.options or None,
-            "extra_headers": None if self._api_key else {"Authorization": openai.omit},
-            "timeout": default_timeout() if self.timeout is None else self.timeout}
+        read: Callable[..., Awaitable[object]]
         if self.api == "chat":
-            body = request.body()
+            create: Any = client.chat.completions.with_raw_response.create
+            body, kind, parse, read = (request.body(), "chat-completions",
+                                       parse_chat_completion, _read_chat)
             if self.stream:
                 body.update(stream=True, stream_options={"include_usage": True})
-
-            async def send() -> httpx2.Response:
-                raw = await client.chat.completions.with_raw_response.create(**body, **common)
-                http_response: httpx2.Response = raw.http_response
-                return http_response
         else:
-            body = responses_body(request)
+            create = client.responses.with_raw_response.create
+            body, kind, parse, read = (responses_body(request), RESPONSES, parse_response,
+                                       _read_responses)
             if self.stream:
                 body["stream"] = True
+        # Without a key, a local server expects no Authorization header at all.
+        raw = await create(**body, model=self.model, extra_body=self.options or None,
+                           extra_headers=None if self._api_key else {"Authorization": openai.omit},
+                           timeout=self.request_timeout)
+        tried = attempts(raw.http_response.request)
+        if not self.stream:
+            return parse(json_body(raw.http_response, attempts=tried, kind=kind), attempts=tried)
+        async with raw.parse() as stream:
+            reader = StreamReader(stream.response, sdk=openai, attempts=tried, kind=kind,
+                                  what=self.what)
+            received = await reader.plain_body()
+            if received is None:
+                received = await read(reader, stream, request.on_text)
+        return parse(received, attempts=tried)
 
-            async def send() -> httpx2.Response:
-                raw = await client.responses.with_raw_response.create(**body, **common)
-                http_response: httpx2.Response = raw.http_response
-                return http_response
 
-        what = f"POST {self.url}"
-        response, attempts = await send_with_retries(send, sdk=openai, what=what,
-                                                     retry=self.retry, signal=signal)
-        kind = "chat-completions" if self.api == "chat" else RESPONSES
-        if self.stream:
-            fold = ChatFold() if self.api == "chat" else ResponsesFold()
-            try:
-                received = await signal.run(read_stream(
-                    response, fold, on_text=request.on_text, attempts=attempts, kind=kind,
-                    what=what))
-            finally:
-                await response.aclose()
-        else:
-            received = json_body(response, attempts=attempts, kind=kind)
-        if self.api == "chat":
-            return parse_chat_completion(received, attempts=attempts)
-        return parse_response(received, attempts=attempts)
+async def _read_chat(reader: StreamReader, stream: AsyncStream[ChatCompletionChunk],
+                     on_text: TextSink | None) -> object:
+    """Chunks folded by the SDK's ``ChatCompletionStreamState``; the first choice's
+    content deltas to ``on_text``."""
+    from openai.lib.streaming.chat import ChatCompletionStreamState
+
+    state: ChatCompletionStreamState[None] = ChatCompletionStreamState()
+
+    def handle(at: str, chunk: ChatCompletionChunk) -> str | None:
+        state.handle_chunk(chunk)
+        texts = [reader.parser.text(choice.delta.content, f"{at}.choices[{i}].delta.content")
+                 for i, choice in enumerate(chunk.choices)
+                 if choice.index == 0 and choice.delta.content is not None]
+        return "".join(texts)
+
+    await reader.read(stream, handle, on_text)
+    if reader.error is not None:
+        return {"error": reader.error}
+    if not reader.count:
+        return {}  # not one chunk: the parser says what is missing
+    return state.current_completion_snapshot.to_dict(mode="json", warnings=False)
+
+
+async def _read_responses(reader: StreamReader, stream: AsyncStream[ResponseStreamEvent],
+                          on_text: TextSink | None) -> object:
+    """Text deltas to ``on_text``; the response is the closing event's."""
+    from openai.types.responses import (
+        ResponseCompletedEvent,
+        ResponseFailedEvent,
+        ResponseIncompleteEvent,
+    )
+
+    final: object = None
+    error: object = None
+
+    def handle(at: str, event: ResponseStreamEvent) -> str | None:
+        nonlocal final, error
+        if event.type == "response.output_text.delta":
+            return reader.parser.text(event.delta, f"{at}.delta")
+        if isinstance(event, ResponseCompletedEvent | ResponseIncompleteEvent
+                      | ResponseFailedEvent):
+            final = event.response.to_dict(mode="json", warnings=False)
+        elif event.type == "error":
+            error = event.message
+        return None
+
+    await reader.read(stream, handle, on_text)
+    if final is not None:
+        return final
+    if error is not None or reader.error is not None:
+        return {"error": {"message": error} if error is not None else reader.error,
+                "output": []}
+    raise ModelResponseError("", "the stream ended without a response.completed event",
+                             attempts=reader.parser.attempts, kind=RESPONSES)

@@ -167,6 +167,9 @@ class CapSettings:
 
     memory_bytes: int | None
     max_processes: int | None
+    address_space_bytes: int | None = None
+    """``KernelRuntimeConfig.memory_bytes`` (RLIMIT_AS), when set: named when it is the
+    tighter cap a ``MemoryError`` ran into."""
     workspace_bytes: int
     workspace_files: int
     confined: bool
@@ -342,9 +345,12 @@ class KernelCaps:
         settings = self.settings
         cap: CodeRunFailure | None = None
         if settings.memory_bytes is not None and (oom > 0 or last.startswith("MemoryError")):
+            limit, name = settings.memory_bytes, "SandboxConfig.memory_bytes"
+            space = settings.address_space_bytes
+            if oom == 0 and space is not None and space < limit:
+                limit, name = space, "KernelRuntimeConfig.memory_bytes"
             cap = CodeRunFailure(kind="memory-limit", message=(
-                f"the program ran out of memory: its kernel may use "
-                f"{_size(settings.memory_bytes)} (SandboxConfig.memory_bytes)"))
+                f"the program ran out of memory: its kernel may use {_size(limit)} ({name})"))
         elif settings.max_processes is not None and (
                 refused > 0 or "can't start new thread" in last  # stacks count as memory too
                 or (self._pids is None and last.startswith("BlockingIOError: [Errno 11]"))):
@@ -395,7 +401,8 @@ def _size(count: int) -> str:
 
 
 def new_caps(sandbox: SandboxConfig | None, *, confined: bool,
-             cgroups: RuntimeCgroups | None) -> KernelCaps | None:
+             cgroups: RuntimeCgroups | None,
+             address_space_bytes: int | None = None) -> KernelCaps | None:
     """A new kernel's caps under ``sandbox`` (a runtime's ``config.confinement``, applied
     even where the kernel cannot be confined: its rlimits), its cgroups in ``cgroups``;
     ``None`` without a sandbox (``sandbox=None``)."""
@@ -404,4 +411,5 @@ def new_caps(sandbox: SandboxConfig | None, *, confined: bool,
     return KernelCaps(CapSettings(
         memory_bytes=sandbox.memory_bytes, max_processes=sandbox.max_processes,
         workspace_bytes=sandbox.workspace_bytes, workspace_files=sandbox.workspace_files,
-        confined=confined, cgroup_parent=sandbox.cgroup_parent), cgroups)
+        confined=confined, cgroup_parent=sandbox.cgroup_parent,
+        address_space_bytes=address_space_bytes), cgroups)

@@ -271,7 +271,8 @@ class ForkLauncher:
         info = ipc_connection_info(workspace.kernel.root)
         caps = workspace.caps = new_caps(self._config.confinement,
                                          confined=self._confinement is not None,
-                                         cgroups=self._cgroups)
+                                         cgroups=self._cgroups,
+                                         address_space_bytes=self._config.memory_bytes)
         plan = None if self._confinement is None else confinement_plan(
             self._confinement, workspace, inputs=self._config.input_paths,
             cgroups=caps.cgroups if caps is not None else ())

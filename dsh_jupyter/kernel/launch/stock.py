@@ -281,7 +281,8 @@ class StockLauncher:
         if self._confinement is None and self._config.kernel_name is None:
             manager.restriction = self._config.confinement
         workspace.caps = new_caps(self._config.confinement,
-                                  confined=self._confinement is not None, cgroups=self._cgroups)
+                                  confined=self._confinement is not None, cgroups=self._cgroups,
+                                  address_space_bytes=self._config.memory_bytes)
         manager.workspace = workspace
         manager.inputs = self._config.input_paths
         # A confined kernel's working directory exists only inside its namespaces: the

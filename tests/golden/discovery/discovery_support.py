@@ -17,7 +17,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from dsh_jupyter.registry.sdk_python import SdkTool
+from dsh_jupyter.codemode.sdk_python import SdkTool
 
 HERE = Path(__file__).parent
 REALISTIC = HERE.parent / "sdk" / "realistic.tools.json"

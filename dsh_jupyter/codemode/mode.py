@@ -1,0 +1,48 @@
+"""Code Mode plugged into one registry: what the registry core sees of it.
+
+The core knows Code Mode through two seams and imports none of it:
+
+- the presentation seam (:class:`~dsh_jupyter.registry.assembly.CodePresentation`):
+  :attr:`CodeMode.transport` is what ``run_code`` resolves to under a code mode, and
+  :meth:`CodeMode.sections` the prompt sections of the code modes;
+- the lifecycle: :class:`~.scheduler.SubCallOrdering`, registered with
+  ``registry.listen`` like any listener, orders each program's sub-calls and reports
+  them.
+
+:class:`~dsh_jupyter.codemode.registry.ToolRegistry` plugs one in when it is made.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from .discovery import Catalogs
+from .prompt import code_sections
+from .run_code import run_code_definition
+from .scheduler import SubCallOrdering
+
+if TYPE_CHECKING:
+    from ..registry.assembly import PromptSection
+    from ..registry.definition import ToolDefinition
+    from ..registry.scope import AgentScope, PresentationMode
+    from ._view import CodeModeHost
+
+
+class CodeMode:
+    """Code Mode for ``registry``: the ``run_code`` transport, the prompt sections, the
+    discovery catalogs, and the listener ordering each program's sub-calls (registered
+    when this is made, for the registry's life)."""
+
+    __slots__ = ("_registry", "catalogs", "ordering", "transport")
+
+    def __init__(self, registry: CodeModeHost) -> None:
+        self._registry = registry
+        self.catalogs = Catalogs(registry)
+        self.ordering = SubCallOrdering(registry)
+        registry.listen(self.ordering)
+        self.transport: ToolDefinition = run_code_definition(registry, self.ordering,
+                                                             self.catalogs)
+
+    def sections(self, scope: AgentScope | None,
+                 mode: PresentationMode) -> list[PromptSection]:
+        return code_sections(self._registry, scope, mode, self.catalogs)

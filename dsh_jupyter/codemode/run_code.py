@@ -1,0 +1,336 @@
+"""Code Mode: the reserved ``run_code`` transport and how its outcome is rendered.
+
+``run_code {code, description}`` runs a model-written program through the
+registry's code runtime; the program's ``await tools.x(args)`` calls re-enter the
+pipeline through :class:`~dsh_jupyter.codemode.bridge.DispatchBridge`. Only what
+the program prints or returns comes back: the value is ``{logs, result?}`` and
+the content is the logs joined by newlines, then the rendered result.
+
+With ``ToolRegistry(run_code_images=True)`` the program's PNG and JPEG displays come
+back too: the value gains ``images`` (at most :data:`RUN_CODE_MAX_IMAGES`, the first
+ones, each checked to be the image it claims; ``images_omitted`` counts the rest) and
+the content gains one image block per image after the text. Off, the value and the
+content are exactly as above.
+
+Files the program wrote under ``outputs/`` (``CodeRunResult.files``) add ``files``
+to the value and one line each to the content; their bytes go to the result's
+``attachments`` and, for small ones, the card (see :mod:`.run_files`). A run that
+wrote none has the value and content above, byte for byte.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, cast
+
+from .._images import check_image
+from .._waiting import wait_uncancelled
+from ..errors import CodeModeError, CodeRunFailedError
+from ..json_dump import dump_json
+from ..json_value import JsonObject, JsonValue, snapshot_json
+from ..registry.definition import OutputCall, ToolDefinition, ToolOutput
+from ..registry.execution import ToolRunContext, TraceValue
+from ..registry.pipeline import CANCELLED_REASON
+from ..registry.presentation import GenericCallView
+from ..registry.results import Content, ContentBlock
+from ..registry.schema import compile_schema
+from ..registry.scope import RESERVED_NAME
+from ..runtime import CodeRunResult, Display, RunFile, runtime_is_stateful
+from .bridge import DispatchBridge
+from .run_files import card_entries, file_entries, file_lines, files_of
+
+if TYPE_CHECKING:
+    from ._view import CodeModeHost
+    from .discovery import Catalogs
+    from .scheduler import SubCallOrdering
+
+NO_OUTPUT = "(run_code completed with no output)"
+CAPTURED_OUTPUT = "\nCaptured output:\n"
+"""Between a failure's message and the lines the program printed before it."""
+RUN_CODE_MAX_IMAGES = 4
+"""The most images a run_code result carries to the model (``run_code_images``)."""
+MODEL_IMAGE_TYPES = ("image/png", "image/jpeg")
+
+RUN_CODE_DESCRIPTION = (
+    "Run a Python program that calls the tools through the `tools` SDK described in the "
+    "system prompt. Only what the program prints or returns comes back."
+)
+
+RUN_CODE_PARAMETERS: JsonObject = cast(JsonObject, snapshot_json({
+    "type": "object",
+    "properties": {
+        "code": {"type": "string",
+                 "description": "The body of an async Python function: top-level `await` "
+                                "and `return` work; call tools as `await tools.name({...})`."},
+        "description": {"type": "string",
+                        "description": "A short summary of what the program does."},
+    },
+    "required": ["code", "description"],
+    "additionalProperties": False,
+}))
+
+RUN_CODE_OUTPUT: JsonObject = cast(JsonObject, snapshot_json({
+    "type": "object",
+    "properties": {
+        "logs": {"type": "array", "items": {"type": "string"}},
+        "result": {},
+        # Only with run_code_images=True (at most RUN_CODE_MAX_IMAGES; the subset of JSON
+        # Schema that tool schemas use has no value constraints):
+        "images": {"type": "array", "items": {
+            "type": "object",
+            "properties": {"mime_type": {"enum": list(MODEL_IMAGE_TYPES)},
+                           "data": {"type": "string"}},
+            "required": ["mime_type", "data"],
+            "additionalProperties": False,
+        }},
+        "images_omitted": {"type": "integer"},
+        # Files the program wrote under outputs/ (only when it wrote some):
+        "files": {"type": "array", "items": {
+            "type": "object",
+            "properties": {"name": {"type": "string"}, "size": {"type": "integer"},
+                           "mime_type": {"type": "string"},
+                           "not_collected": {"type": "string"}},
+            "required": ["name", "size", "mime_type"],
+            "additionalProperties": False,
+        }},
+        "files_omitted": {"type": "integer"},
+    },
+    "required": ["logs"],
+    "additionalProperties": False,
+}))
+
+
+def render_result_value(value: JsonValue) -> str:
+    """Strings raw; other JSON pretty-printed (2-space indent, containers nested five
+    or more levels deep compact); ``null`` explicit."""
+    if isinstance(value, str):
+        return value
+    return dump_json(value, indent=2, compact_depth=5)
+
+
+def _never() -> bool:
+    return False
+
+
+_RENDERED = object()
+"""The key of what :meth:`RunCodeOutput.render_for` keeps in a call's state."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RunCodeOutput(ToolOutput):
+    """run_code's output declaration. The content and the card's meta both show the
+    rendered result, and rendering a large one takes seconds: :meth:`render_for` keeps
+    the text in the call's state next to the value it rendered, and :meth:`meta_for`
+    takes it when handed that very value (a post-execute hook that replaced the value
+    gets a fresh rendering). The card's files are the value's, with the bytes of the
+    collected ones from the call's attachments. ``render`` and ``presentation_meta``
+    (without the call) render afresh and show no files' bytes."""
+
+    render_result: Callable[[JsonValue], str] = render_result_value
+    stateful: Callable[[], bool] = _never
+
+    def render_for(self, call: OutputCall, value: JsonValue) -> Content:
+        assert isinstance(value, dict)
+        rendered = self.render_result(value["result"]) if "result" in value else None
+        call.state[_RENDERED] = (value, rendered)
+        return run_code_content(value, rendered)
+
+    def meta_for(self, call: OutputCall, value: JsonValue) -> JsonValue:
+        kept = call.state.pop(_RENDERED, None)
+        rendered = kept[1] if kept is not None and kept[0] is value else None
+        return run_code_meta(value, rendered, call.attachments,
+                             render_result=self.render_result, stateful=self.stateful)
+
+
+def run_code_meta(value: JsonValue, rendered: str | None, attachments: Sequence[RunFile], *,
+                  render_result: Callable[[JsonValue], str] = render_result_value,
+                  stateful: Callable[[], bool] = _never) -> JsonValue:
+    """The card's meta of a run's value: the logs and the rendered result (``rendered``,
+    else rendered here) kept apart, the files (with the bytes of those in
+    ``attachments``), and whether the runtime is stateful."""
+    assert isinstance(value, dict)
+    logs = value.get("logs")
+    meta: dict[str, JsonValue] = {"logs": list(logs) if isinstance(logs, list) else []}
+    if "result" in value:
+        meta["result"] = rendered if rendered is not None else render_result(value["result"])
+    files = files_of(value, attachments)
+    if files:
+        meta["files"] = card_entries(files)
+    if stateful():  # the log says so: an export re-runs it in one session too
+        meta["stateful"] = True
+    return meta
+
+
+def run_code_content(value: JsonObject, rendered: str | None) -> Content:
+    """The content of a run's value: the logs, the rendered result (``rendered``, else
+    rendered here), the images' note and the files' lines, then the images."""
+    parts = list(cast(list[str], value.get("logs") or []))
+    if "result" in value:
+        parts.append(rendered if rendered is not None else render_result_value(value["result"]))
+    images = cast(list[dict[str, str]], value.get("images") or [])
+    omitted = value.get("images_omitted")
+    if omitted:
+        parts.append(f"({omitted} more image{'s' if omitted != 1 else ''} not attached: "
+                     f"at most {RUN_CODE_MAX_IMAGES} per run)")
+    parts += file_lines(value)
+    text = "\n".join(parts)
+    if not text and images:
+        text = (f"(run_code completed with no text output; {len(images)} "
+                f"image{'s' if len(images) != 1 else ''} attached)")
+    blocks: list[ContentBlock] = [{"type": "text", "text": text if text else NO_OUTPUT}]
+    blocks += [{"type": "image", "data": image["data"], "mime_type": image["mime_type"]}
+               for image in images]
+    return tuple(blocks)
+
+
+def failure_message(result: CodeRunResult) -> str:
+    assert result.failure is not None
+    message = f"code run failed ({result.failure.kind}): {result.failure.message}"
+    if result.logs:
+        message += CAPTURED_OUTPUT + "\n".join(result.logs)
+    return message
+
+
+def present_run_code(args: JsonValue) -> GenericCallView:
+    args_dict = args if isinstance(args, dict) else {}
+    description = args_dict.get("description")
+    code = args_dict.get("code")
+    return GenericCallView(title=str(description) if description else "Run code",
+                           kind="execute", raw_input=code if isinstance(code, str) else None)
+
+
+def run_code_definition(registry: CodeModeHost, ordering: SubCallOrdering,
+                        catalogs: Catalogs) -> ToolDefinition:
+    """The transport tool, bound to ``registry`` (built once per registry by
+    :class:`~dsh_jupyter.codemode.mode.CodeMode`): its programs' sub-calls are ordered by
+    ``ordering`` (registered on the registry), and under discovery their helpers read
+    ``catalogs``."""
+
+    async def run_code(args: Any, ctx: ToolRunContext) -> JsonValue:
+        return await _run_program(registry, ordering, catalogs, str(args["code"]), ctx)
+
+    def parse(args: JsonObject) -> JsonObject:
+        description = args.get("description")
+        if isinstance(description, str) and not description.strip():
+            from ..errors import ToolArgsError
+
+            raise ToolArgsError('"description" must not be blank: say what the program does',
+                                ['"description" must not be blank'])
+        return args
+
+    return ToolDefinition(
+        name=RESERVED_NAME, description=RUN_CODE_DESCRIPTION, parameters=RUN_CODE_PARAMETERS,
+        output=run_code_output(stateful=lambda: runtime_is_stateful(registry.code_runtime)),
+        execute=run_code, validator=compile_schema(RUN_CODE_PARAMETERS), parse_args=parse,
+        output_validator=compile_schema(RUN_CODE_OUTPUT), present_call=present_run_code)
+
+
+def run_code_output(*, render_result: Callable[[JsonValue], str] = render_result_value,
+                    stateful: Callable[[], bool] = _never) -> RunCodeOutput:
+    """run_code's output declaration: ``render_result`` renders a program's result,
+    ``stateful`` says whether the registry's runtime is stateful (for the card's meta)."""
+
+    def render(_args: JsonValue, value: JsonValue) -> Content:
+        assert isinstance(value, dict)
+        return run_code_content(value, render_result(value["result"]) if "result" in value
+                                else None)
+
+    def meta(_args: JsonValue, value: JsonValue) -> JsonValue:
+        return run_code_meta(value, None, (), render_result=render_result, stateful=stateful)
+
+    return RunCodeOutput(schema=RUN_CODE_OUTPUT, render=render, presentation_meta=meta,
+                         render_result=render_result, stateful=stateful)
+
+
+async def _run_program(registry: CodeModeHost, ordering: SubCallOrdering, catalogs: Catalogs,
+                       program: str, ctx: ToolRunContext) -> JsonValue:
+    runtime = registry.code_runtime
+    if runtime is None:
+        raise CodeModeError("run_code needs a code runtime: `async with KernelRuntime() as "
+                            "runtime:` (from dsh_jupyter.kernel), then set "
+                            "registry.code_runtime = runtime")
+    names = sorted(n for n in registry.visible(ctx.agent) if n != RESERVED_NAME)
+    discovery = registry.mode_for(ctx.agent) == "discovery"
+    bridge = DispatchBridge(registry, ctx, names, ordering,
+                            catalog=catalogs(ctx.agent) if discovery else None)
+    run = asyncio.ensure_future(runtime.run(program, bridge, bridge.signal))
+    try:
+        result = await asyncio.shield(run)
+    except asyncio.CancelledError:
+        # Our task was cancelled (Kernel > Interrupt, an agent stopped): stop the program
+        # as an abort, so its result keeps what it printed. The cancellation is not lost:
+        # the pipeline sees the task's request and re-raises once this failure is published.
+        bridge.stop(CANCELLED_REASON)
+        await wait_uncancelled((run,))
+        result = run.result()
+    finally:
+        # Settle even when our own task is cancelled: no sub-call may outlive the run.
+        await _settle(bridge)
+    if ctx.traced:
+        ctx.set_trace_attributes(_run_facts(registry, result, bridge.started_calls))
+    if result.failure is not None:
+        # Also an abort: 000 lets cancellation replace only a success with ABORTED, and the
+        # failure keeps the lines the program printed before it was stopped.
+        raise CodeRunFailedError(failure_message(result))
+    value: dict[str, JsonValue] = {"logs": list(result.logs)}
+    if result.value is not None:
+        value["result"] = result.value
+    if registry.run_code_images:
+        images = model_images(result.displays)
+        if images:
+            value["images"] = list(images[:RUN_CODE_MAX_IMAGES])
+        if len(images) > RUN_CODE_MAX_IMAGES:
+            value["images_omitted"] = len(images) - RUN_CODE_MAX_IMAGES
+    if result.files or result.files_omitted:
+        value["files"] = file_entries(result)
+        if result.files_omitted:
+            value["files_omitted"] = result.files_omitted
+        for file in result.files:
+            if file.data is not None:
+                ctx.attach(file)
+    return value
+
+
+async def _settle(bridge: DispatchBridge) -> None:
+    """Await the run's settlement; a cancellation meanwhile stops the sub-calls still
+    running (a program that ended leaving one in flight) and is re-raised once they
+    have settled."""
+    settling = asyncio.ensure_future(bridge.settle())
+    cancelled = False
+    while not settling.done():
+        try:
+            await asyncio.wait({settling})
+        except asyncio.CancelledError:
+            cancelled = True
+            bridge.stop(CANCELLED_REASON)
+    if cancelled:
+        raise asyncio.CancelledError
+
+
+def _run_facts(registry: CodeModeHost, result: CodeRunResult,
+               sub_calls: int) -> dict[str, TraceValue]:
+    """The run's span attributes: what the runtime reports (``dsh.kernel.*``,
+    ``dsh.budget.*``), and what the run did."""
+    facts: dict[str, TraceValue] = {f"dsh.{key}": value for key, value in result.facts.items()}
+    facts["dsh.budget.max_parallel_sub_calls"] = registry.max_parallel_sub_calls
+    facts["dsh.run_code.sub_calls"] = sub_calls
+    facts["dsh.run_code.log_lines"] = len(result.logs)
+    facts["dsh.run_code.displays"] = len(result.displays) + result.displays_dropped
+    if result.failure is not None:
+        facts["dsh.run_code.failure"] = result.failure.kind
+    return facts
+
+
+def model_images(displays: tuple[Display, ...]) -> list[JsonValue]:
+    """``{"mime_type", "data"}`` of each display showing a PNG or JPEG image that is what it
+    claims (checked base64), in order; a display with both gives its PNG."""
+    images: list[JsonValue] = []
+    for display in displays:
+        for mime in MODEL_IMAGE_TYPES:
+            checked = check_image(mime, display.data.get(mime))
+            if checked is not None:
+                images.append({"mime_type": mime, "data": checked.data})
+                break
+    return images
