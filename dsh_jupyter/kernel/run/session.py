@@ -27,6 +27,7 @@ from ..config import KernelRuntimeConfig
 from ..inject import setup_cell
 from ..inkernel.messages import TARGET_NAME
 from ..launch.base import KernelLauncher, KernelProcess
+from ..transport.calls import CallTransport, CommCalls, SocketCalls
 from ..transport.carrier import CarrierListener, SocketCarrier
 from ..transport.channels import HasChannels, KernelChannels
 from ..transport.connection import KernelConnection
@@ -164,7 +165,6 @@ class KernelSession:
             raise RuntimeError("a kernel session serves one run")
         self.used = True
         self.reusable = False
-        assert self.comm_id is not None
         watch = RunWatch(self, program, bindings, budget, keep=keep, compute=compute)
         caps = self.workspace.caps
         before = caps.counters() if caps is not None else (0, 0)
@@ -175,6 +175,16 @@ class KernelSession:
         if caps is None or result.failure is None:
             return result
         return caps.explain(result, before, self.workspace.usage())
+
+    def call_transport(self) -> CallTransport:
+        """A run's tool calls: on the tools comm, or on the socket carrier beside it when
+        one was negotiated (see ``transport.calls``)."""
+        assert self.comm_id is not None
+        comm = CommCalls(self.connection, self.comm_id,
+                         max_waiting=self.config.max_pending_calls)
+        if self.carrier is None:
+            return comm
+        return SocketCalls(self.carrier, comm, max_message_bytes=self.config.max_message_bytes)
 
     async def close(self) -> None:
         """Kill the kernel, close sockets, wait until its process tree is reaped, remove the

@@ -2,13 +2,15 @@
 
 Four watchers race to *settle* the run, and the first one wins:
 
-- the iopub reader: the kernel's ``done`` message (result or program failure),
-  the program cell going idle without one, output over the budget, or the
-  program closing its tools comm (``kernel-exit``: neither calls nor its result
-  could reach the host any more);
-- the bridge's replies: more than ``max_pending_calls`` of them waiting for the
-  kernel to read them (``call-limit``: the program fires calls without reading
-  their results; see ``channels``);
+- the call transport (see ``transport.calls``, the only part of the run that knows
+  whether calls travel on the comm or the local socket): the kernel's ``done``
+  message (result or program failure), the program closing its tools comm
+  (``kernel-exit``: neither calls nor its result could reach the host any more), a
+  message over the size cap, or more than ``max_pending_calls`` of the bridge's
+  replies waiting for the kernel to read them (``call-limit``: the program fires
+  calls without reading their results);
+- the iopub reader: the program cell going idle without a ``done``, or output over
+  the budget;
 - the watchdog (every 50 ms): wall budget, compute budget (CPU of the local
   kernel's process tree, read every 250 ms), kernel death;
 - the caller's signals (``abort``) and iopub being dropped for an oversized
@@ -58,7 +60,7 @@ from ..inject import program_cell
 from ..inkernel.messages import DoneErrorMessage, DoneOkMessage, HostMessage
 from ..launch import proctree
 from ..launch.base import KernelProcess
-from ..transport.carrier import MessageTooLarge, SocketCarrier
+from ..transport.calls import CallEvent, CallTransport, too_large
 from ..transport.channels import KernelChannels
 from ..transport.wire import Incoming, one_line
 from .bridge import Bridge, BuiltResult, done_result
@@ -77,8 +79,6 @@ TURN_SECONDS: Final = 0.005
 ABORT_QUIET_SECONDS: Final = 0.02
 ABORT_OUTPUT_SECONDS: Final = 0.2
 IDLE_SECONDS: Final = 1.0  # from a kept run's done message to its cell's idle status
-CLOSED_COMM: Final = ("the program closed its tools channel: tool calls and its result can no "
-                      "longer reach the host")
 
 
 class _Idle:
@@ -101,13 +101,8 @@ class PreparedKernel(Protocol):
     @property
     def connection(self) -> KernelChannels: ...
 
-    @property
-    def comm_id(self) -> str | None:
-        """The tools comm the setup cell opened (set once the kernel is prepared)."""
-
-    @property
-    def carrier(self) -> SocketCarrier | None:
-        """The socket carrier, when one was negotiated."""
+    def call_transport(self) -> CallTransport:
+        """A new run's tool-call transport (the kernel is prepared)."""
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -145,6 +140,7 @@ class RunWatch:
         self._displays = DisplayLog(
             max_displays=self._config.max_displays, max_bytes=self._config.max_display_bytes,
             budget=budget, on_display=None if observer is None else observer.on_display)
+        self._calls = session.call_transport()
         self._bridge = Bridge(bindings, self._reply,
                               max_pending_calls=self._config.max_pending_calls,
                               max_call_bytes=self._config.max_call_bytes,
@@ -155,7 +151,6 @@ class RunWatch:
         self._error: str | None = None
         self._reader: asyncio.Task[None] | None = None
         self._dying = False
-        self._carrier_closed = False
         self._iopub_seen = 0
         self._files = Collected(())
 
@@ -172,9 +167,8 @@ class RunWatch:
                 self._reader = asyncio.create_task(self._read())
                 tasks = [self._reader,
                          asyncio.create_task(self._watchdog()),
-                         asyncio.create_task(self._watch_disconnect())]
-                if self._session.carrier is not None:
-                    tasks.append(asyncio.create_task(self._read_carrier(self._session.carrier)))
+                         asyncio.create_task(self._watch_disconnect()),
+                         asyncio.create_task(self._read_calls())]
             outcome = await self._outcome
             if isinstance(outcome, CodeRunFailure) and outcome.kind == "timeout":
                 await self._interrupt_and_drain()
@@ -197,10 +191,6 @@ class RunWatch:
                                    displays_dropped=self._displays.dropped,
                                    files=self._files.files, files_omitted=self._files.omitted)
 
-    def _too_large(self) -> str:
-        return (f"the kernel sent a message larger than the "
-                f"{self._config.max_message_bytes // 2**20} MiB message limit")
-
     def _on_abort(self, reason: str) -> None:
         self._settle(CodeRunFailure(kind="abort", message=reason))
 
@@ -212,41 +202,32 @@ class RunWatch:
         self._settle(CodeRunFailure(kind=kind, message=message))
 
     def _reply(self, message: HostMessage) -> None:
-        carrier = self._session.carrier
-        limit = self._config.max_pending_calls
-        if carrier is not None and not self._carrier_closed:
-            if not carrier.send(dict(message)):
-                self._fail("call-limit", "the program sent tool calls faster than it read "
-                           "their replies (the socket's buffer is full): await the calls, or "
-                           "gather them in smaller batches")
-            return
-        comm_id = self._session.comm_id
-        assert comm_id is not None
-        connection = self._session.connection
-        connection.send_comm(comm_id, dict(message), max_waiting=limit)
-        if connection.overflowed:
-            self._fail("call-limit", f"the program sent tool calls faster than it read their "
-                       f"replies (more than {limit} waiting): await the calls, or gather them "
-                       "in smaller batches")
+        failure = self._calls.send(message)
+        if failure is not None:
+            self._settle(failure)
 
-    async def _read_carrier(self, carrier: SocketCarrier) -> None:
-        """Calls over the local socket (when negotiated): the same rules as comm messages."""
-        turn = _Turn()
-        while True:
-            try:
-                incoming = await carrier.receive()
-            except MessageTooLarge:
+    def _on_call(self, event: CallEvent) -> None:
+        """One event of the call transport, from either reader."""
+        if isinstance(event, CodeRunFailure):
+            if event.kind == "output-limit":
                 self._log.over_limit = True
-                self._fail("output-limit", self._too_large())
-                return
-            if incoming is None:
-                self._carrier_closed = True  # the kernel closed it: back to the comm
-                return
+            self._settle(event)
+            return
+        # After settlement nothing from the kernel reaches the bridge (no new calls).
+        if not self._outcome.done():
+            done = self._bridge.receive(event.data, event.size)
+            if done is not None:
+                self._cell_over.set()
+                self._settle(done)
+
+    async def _read_calls(self) -> None:
+        """Events from the transport's own channel, if it has one (see ``transport.calls``)."""
+        turn = _Turn()
+        while (event := await self._calls.receive()) is not None:
             await turn.take()
-            if not self._outcome.done():
-                done = self._bridge.receive(*incoming)
-                if done is not None:
-                    self._settle(done)
+            self._on_call(event)
+            if isinstance(event, CodeRunFailure):
+                return
 
     async def _read(self) -> None:
         connection = self._session.connection
@@ -268,21 +249,13 @@ class RunWatch:
 
     def _handle(self, message: Incoming) -> None:
         self._iopub_seen += 1
+        event = self._calls.claim(message)
+        if event is not None:
+            self._on_call(event)
+            return
         msg_type, content = message.msg_type, message.content
-        if msg_type == "comm_close":
-            # The kernel drops what is sent on a closed comm: calls would wait for
-            # replies, and the result for the host, until the wall budget.
-            if content.get("comm_id") == self._session.comm_id:
-                self._fail("kernel-exit", CLOSED_COMM)
-            return
-        if msg_type == "comm_msg":
-            # After settlement nothing from the kernel reaches the bridge (no new calls).
-            if content.get("comm_id") == self._session.comm_id and not self._outcome.done():
-                done = self._bridge.receive(content.get("data"), message.size)
-                if done is not None:
-                    self._cell_over.set()
-                    self._settle(done)
-            return
+        if msg_type in ("comm_msg", "comm_close"):
+            return  # another comm's
         if message.parent_id != self._request:
             return
         if msg_type == "stream":
@@ -341,7 +314,7 @@ class RunWatch:
                 return
             await asyncio.sleep(0.01)
         self._log.over_limit = True
-        self._fail("output-limit", reason or self._too_large())
+        self._fail("output-limit", reason or too_large(self._config.max_message_bytes))
 
     async def _died(self) -> None:
         """Take what the kernel sent before it died (it may have finished), then settle."""
