@@ -1,18 +1,18 @@
 """The fork server: preloads IPython and ipykernel once, then forks one kernel per request.
 
-Run by the host as ``python -I _forkserver.py CONTROL_FD PROCTREE_PY INKERNEL_LOADER_PY
-INKERNEL_MODULE INKERNEL_FILENAME CONFINE_DIR RUNTIME_DIR NICE REMOVAL_PY CGROUPS_JSON``
-(standard library plus what it preloads; the host names the in-kernel package and its
-loader, see ``inject``; ``CGROUPS_JSON``: the runtime's cgroup directories, removed with
-the runtime's directory when the host is gone). At fork time it has no threads, no zmq context and
-no event loop; each child becomes a kernel in its own process group (in the server's
-session, which runs ``NICE`` below the host: see :meth:`Server.lower_session`), a child
-subreaper (orphans stay in its
-tree), dies with the
-server (``PR_SET_PDEATHSIG``), is confined when the request carries a plan (see
-``_confine/``: the child then waits outside while the kernel runs as PID 2 of
-its own namespaces), gets its own environment, working directory and resource
-limits, reseeds ``random``, and runs ``IPKernelApp``. The connection info
+Run by the host as ``python -I _forkserver.py CONTROL_FD CHILD_PY PROCTREE_PY
+INKERNEL_LOADER_PY INKERNEL_MODULE INKERNEL_FILENAME CONFINE_DIR RUNTIME_DIR NICE REMOVAL_PY
+CGROUPS_JSON`` (standard library plus what it preloads; the host names the in-kernel
+package and its loader, see ``inject``; ``CGROUPS_JSON``: the runtime's cgroup
+directories, removed with the runtime's directory when the host is gone). At fork time it
+has no threads, no zmq context and no event loop; each child takes the steps of
+``_child.py``, as the keeper's child does: it dies with the server
+(``PR_SET_PDEATHSIG``), is confined when the request carries a plan (see ``_confine/``:
+the child then waits outside while the kernel runs as PID 2 of its own namespaces), and
+gets its resource limits and priority. Of its own it becomes a kernel in its own process
+group (in the server's session, which runs ``NICE`` below the host), a child subreaper
+(orphans stay in its tree), gets its own environment and working directory, reseeds
+``random``, and runs ``IPKernelApp``. The connection info
 (with the key) arrives in the request and reaches the kernel through a memfd:
 it is never written to disk. The debugger (debugpy) is left out: throwaway
 kernels are never debugged, and it would double the modules to load.
@@ -52,10 +52,8 @@ import sys
 import types
 from typing import Any
 
-PR_SET_PDEATHSIG = 1
-PR_SET_DUMPABLE = 4
 AUTOGROUP_RETRY_SECONDS = 0.11
-PR_SET_CHILD_SUBREAPER = 36
+
 PRELOAD = (
     "ipykernel.kernelapp", "ipykernel.ipkernel", "ipykernel.zmqshell", "ipykernel.comm",
     "ipykernel.debugger", "ipykernel.iostream", "ipykernel.heartbeat", "ipykernel.eventloops",
@@ -66,40 +64,30 @@ PRELOAD = (
 )
 
 
-def _prctl(option: int, value: int) -> None:
-    with contextlib.suppress(Exception):
-        import ctypes
-
-        ctypes.CDLL(None, use_errno=True).prctl(option, value, 0, 0, 0)
-
-
 def _load(name: str, path: str) -> types.ModuleType:
-    """The module at ``path``, or the package whose directory it is, as ``name``."""
-    if os.path.isdir(path):
-        spec = importlib.util.spec_from_file_location(
-            name, os.path.join(path, "__init__.py"), submodule_search_locations=[path])
-    else:
-        spec = importlib.util.spec_from_file_location(name, path)
+    """``_child.py``, the steps every launcher's child takes (bootstraps its ``load``)."""
+    spec = importlib.util.spec_from_file_location(name, path)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
     spec.loader.exec_module(module)
     return module
 
 
-def _preload(loader_path: str, inkernel_module: str, inkernel_filename: str) -> None:
+def _preload(child: Any, loader_path: str, inkernel_module: str,
+             inkernel_filename: str) -> None:
     sys.modules["debugpy"] = None  # type: ignore[assignment]  # no debugger in throwaway kernels
     for name in PRELOAD:
         with contextlib.suppress(Exception):
             __import__(name)
-    loader = _load("_dsh_jupyter_inkernel_loader", loader_path)
+    loader = child.load("_dsh_jupyter_inkernel_loader", loader_path)
     loader.load(inkernel_module, loader.sources(), inkernel_filename)
 
 
 class Server:
-    def __init__(self, control: socket.socket, proctree: Any, confine: Any, removal: Any,
-                 runtime_dir: str, nice: int, cgroups: list[str]) -> None:
+    def __init__(self, control: socket.socket, child: Any, proctree: Any, confine: Any,
+                 removal: Any, runtime_dir: str, nice: int, cgroups: list[str]) -> None:
         self.cgroups = cgroups
+        self.child = child
         self.control = control
         self.proctree = proctree
         self.confine = confine
@@ -122,8 +110,8 @@ class Server:
         self.send({"event": "ready", "pid": os.getpid()})
         buffer = b""
         while True:
-            if not self.session_lowered:
-                self.lower_session()
+            if not self.session_lowered:  # rate-limited: the next wake-up tries again
+                self.session_lowered = self.child.lower_session(self.nice)
             timeout = None if self.session_lowered else AUTOGROUP_RETRY_SECONDS
             try:
                 readable, _, _ = select.select([self.control.fileno(), self.wake_read], [], [],
@@ -175,32 +163,15 @@ class Server:
             self.confine.map_child(pid, plan, mapping)
         return pid
 
-    def lower_session(self) -> None:
-        """Run the server's session (and so every kernel: they stay in it) ``nice`` below
-        the host. With autogroup scheduling, the default on many systems, sessions share
-        the CPU as groups whatever their members' nice values: four spinning kernels in
-        sessions of their own kept the host's event loop waiting on the run queue two
-        thirds of the time. Linux allows this once per 100 ms without CAP_SYS_ADMIN
-        (EAGAIN), so it is retried from the serve loop until it takes."""
-        try:
-            with open("/proc/self/autogroup", "w") as autogroup:
-                autogroup.write(str(self.nice))
-        except BlockingIOError:
-            return  # the rate limit: the next wake-up tries again
-        except OSError:
-            pass  # no autogroup scheduling here
-        self.session_lowered = True
-
     def become_kernel(self, request: dict[str, Any], mapping: Any) -> None:
+        child = self.child
         signal.set_wakeup_fd(-1)
-        for signum in (signal.SIGCHLD, signal.SIGINT, signal.SIGTERM):
-            signal.signal(signum, signal.SIG_DFL)
+        child.begin()
         self.control.close()
         os.close(self.wake_read)
         os.close(self.wake_write)
         os.setpgid(0, 0)  # its own group, to signal and kill; the server's (lowered) session
-        _prctl(PR_SET_CHILD_SUBREAPER, 1)
-        _prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+        child.become_subreaper()
         null = os.open(os.devnull, os.O_RDWR)
         for fd in (0, 1, 2):
             os.dup2(null, fd)
@@ -208,22 +179,11 @@ class Server:
         if request.get("confine"):
             self.confine.enter(request["confine"], mapping)  # returns in the kernel only
         else:
-            _prctl(PR_SET_DUMPABLE, 0)  # other programs of this user cannot read its memory
+            # Other programs of this user cannot read its memory (no exec follows to undo it).
+            child.prctl(child.PR_SET_DUMPABLE, 0)
         os.chdir(request["cwd"])
         os.environ.clear()
         os.environ.update(request["env"])
-        if request.get("confine"):
-            self.confine.tidy_path()
-        import resource
-
-        for name, value in request.get("limits", {}).items():
-            which = {"as": resource.RLIMIT_AS, "nofile": resource.RLIMIT_NOFILE,
-                     "cpu": resource.RLIMIT_CPU, "data": resource.RLIMIT_DATA,
-                     "nproc": resource.RLIMIT_NPROC, "fsize": resource.RLIMIT_FSIZE}[name]
-            # CPU: SIGXCPU at the limit, SIGKILL a second later if the program handles it.
-            resource.setrlimit(which, (value, value + 1 if name == "cpu" else value))
-        with contextlib.suppress(OSError):
-            os.nice(self.nice)  # below the host within the session too
         import random
         import tempfile
 
@@ -233,11 +193,12 @@ class Server:
         # full collection walk all of them, and it measurably slows the kernel's start.
         # The key lives in this process only: a memfd read through /proc/self/fd, closed
         # once the app has loaded it (ipykernel leaves an existing, unchanged file alone).
-        connection = os.memfd_create("kernel.json")
-        os.write(connection, json.dumps(request["connection"]).encode())
+        connection = child.connection_memfd(json.dumps(request["connection"]).encode(),
+                                            across_exec=False)
         argv = ["-f", f"/proc/self/fd/{connection}", *request.get("argv", ())]
-        if request.get("restrict"):  # no namespaces here: the walls that need none
-            self.confine.restrict(request["restrict"])
+        child.finish(self.confine, confined=bool(request.get("confine")),
+                     restrict=request.get("restrict") or None,
+                     limits=request.get("limits", {}), nice=self.nice)
         sys.argv = ["ipykernel_launcher", *argv]
         from ipykernel.kernelapp import IPKernelApp
 
@@ -270,7 +231,8 @@ class Server:
             reaped = True
             if pid in self.kernels:
                 self.kernels.discard(pid)
-                self.send({"event": "exit", "pid": pid, "status": _status(raw)})
+                self.send({"event": "exit", "pid": pid,
+                           "status": self.child.exit_status(raw)})
         if reaped:
             self.kill_orphans()
 
@@ -319,21 +281,18 @@ def _remove_cgroup(directory: str) -> None:
             time.sleep(0.05)
 
 
-def _status(raw: int) -> int:
-    return 128 + os.WTERMSIG(raw) if os.WIFSIGNALED(raw) else os.WEXITSTATUS(raw)
-
-
 def main(argv: list[str]) -> None:
     control = socket.socket(fileno=int(argv[0]))
-    proctree = _load("_dsh_jupyter_proctree", argv[1])
-    confine = _load("_dsh_jupyter_confine", argv[5])
-    removal = _load("_dsh_jupyter_removal", argv[8])
-    _preload(argv[2], argv[3], argv[4])
-    _prctl(PR_SET_CHILD_SUBREAPER, 1)
+    child = _load("_dsh_jupyter_child", argv[1])
+    proctree = child.load("_dsh_jupyter_proctree", argv[2])
+    confine = child.load("_dsh_jupyter_confine", argv[6])
+    removal = child.load("_dsh_jupyter_removal", argv[9])
+    _preload(child, argv[3], argv[4], argv[5])
+    child.become_subreaper()
     gc.collect()
     gc.freeze()  # keep preloaded objects out of collections: fewer pages copied per kernel
-    Server(control, proctree, confine, removal, argv[6], int(argv[7]),
-           json.loads(argv[9])).serve()
+    Server(control, child, proctree, confine, removal, argv[7], int(argv[8]),
+           json.loads(argv[10])).serve()
 
 
 if __name__ == "__main__":

@@ -1,9 +1,10 @@
 """The keeper: a tiny parent for a stock-launched local kernel (standard library only).
 
-Run as ``python -I -S -c <this source> [--as BYTES] [--data BYTES] [--nofile N]
+Run as ``python -I -S -c <this source> CHILD_PY [--as BYTES] [--data BYTES] [--nofile N]
 [--nproc N] [--fsize BYTES] [--cpu SECONDS] [--nice N] [--confine CONFINE_DIR PLAN_JSON]
-[--restrict CONFINE_DIR PLAN_JSON] -- KERNEL_ARGV...`` (``--confine``: the kernel
-runs in its own namespaces, see ``_confine/``; the keeper stays outside).
+[--restrict CONFINE_DIR PLAN_JSON] -- KERNEL_ARGV...`` (``CHILD_PY``: ``_child.py``, the
+steps the fork server's children take too; ``--confine``: the kernel runs in its own
+namespaces, see ``_confine/``; the keeper stays outside).
 It makes itself a child *subreaper* (``PR_SET_CHILD_SUBREAPER``), so every
 orphan the kernel leaves behind (``start_new_session`` children, double forks)
 re-parents to it rather than to init; it starts the kernel with the resource
@@ -22,18 +23,16 @@ import signal
 import sys
 import types
 
-PR_SET_PDEATHSIG = 1
-PR_SET_CHILD_SUBREAPER = 36
 
+def _load_child(path: str) -> types.ModuleType:
+    """``_child.py``, the steps every launcher's child takes (bootstraps its ``load``)."""
+    import importlib.util
 
-def _prctl(option: int, value: int) -> None:
-    try:
-        import ctypes
-
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(option, value, 0, 0, 0)
-    except Exception:  # not Linux: the host still kills the process group
-        pass
+    spec = importlib.util.spec_from_file_location("_dsh_jupyter_child", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 def _children() -> list[int]:
@@ -66,104 +65,69 @@ def _kill_remaining() -> None:
             continue
 
 
-def _lower_session(nice: int) -> None:
-    """Lower this session's autogroup (the kernel's too) below the host: with autogroup
-    scheduling sessions share the CPU as groups whatever their nice values. Linux allows
-    it once per 100 ms without CAP_SYS_ADMIN, so retry a while (in a thread: the keeper
-    keeps reaping meanwhile)."""
+def _lower_session(child: types.ModuleType, nice: int) -> None:
+    """Lower this session's autogroup (the kernel's too) below the host (see
+    ``_child.lower_session``), retrying a while (in a thread: the keeper keeps reaping
+    meanwhile)."""
     import time
 
     for _ in range(50):
-        try:
-            with open("/proc/self/autogroup", "w") as autogroup:
-                autogroup.write(str(nice))
+        if child.lower_session(nice):
             return
-        except BlockingIOError:
-            time.sleep(0.11)
-        except OSError:
-            return  # no autogroup scheduling here
+        time.sleep(0.11)
 
 
-def _load_confine(path: str) -> types.ModuleType:
-    """The confiner, a package loaded from its directory (its modules import each other)."""
-    import importlib.util
-
-    name = "_dsh_jupyter_confine"
-    spec = importlib.util.spec_from_file_location(
-        name, os.path.join(path, "__init__.py"), submodule_search_locations=[path])
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-def _connection_in_memory(command: list[str], plan: dict[str, object]) -> list[str]:
+def _connection_in_memory(child: types.ModuleType, command: list[str],
+                          plan: dict[str, object]) -> list[str]:
     """The connection file (in the host directory, which a confined kernel cannot see)
     copied into a memfd the kernel inherits; the command names that instead."""
     path = plan.get("connection_file")
     if not isinstance(path, str):
         return command
     with open(path, "rb") as file:
-        data = file.read()
-    memfd = os.memfd_create("kernel.json", 0)  # no CLOEXEC: the kernel reads it after exec
-    os.write(memfd, data)
+        memfd = child.connection_memfd(file.read(), across_exec=True)
     return [arg.replace(path, f"/proc/self/fd/{memfd}") for arg in command]
 
 
 def main(argv: list[str]) -> int:
-    limits: list[tuple[int, int, int]] = []
-    import resource
-
+    child = _load_child(argv[0])
+    argv = argv[1:]
+    limits: dict[str, int] = {}
     confine: tuple[str, dict[str, object]] | None = None
     restrict: tuple[str, dict[str, object]] | None = None
     nice = 0
     while argv and argv[0] != "--":
-        if argv[0] == "--confine":
-            confine, argv = (argv[1], json.loads(argv[2])), argv[3:]
+        if argv[0] in ("--confine", "--restrict"):
+            plan = (argv[1], json.loads(argv[2]))
+            if argv[0] == "--confine":
+                confine = plan
+            else:
+                restrict = plan
+            argv = argv[3:]
             continue
-        if argv[0] == "--restrict":
-            restrict, argv = (argv[1], json.loads(argv[2])), argv[3:]
-            continue
-        option, value = argv[0], int(argv[1])
+        option, value = argv[0].removeprefix("--"), int(argv[1])
         argv = argv[2:]
-        if option == "--as":
-            limits.append((resource.RLIMIT_AS, value, value))
-        elif option == "--nofile":
-            limits.append((resource.RLIMIT_NOFILE, value, value))
-        elif option == "--cpu":  # SIGXCPU at the limit; SIGKILL a second later if handled
-            limits.append((resource.RLIMIT_CPU, value, value + 1))
-        elif option == "--data":
-            limits.append((resource.RLIMIT_DATA, value, value))
-        elif option == "--nproc":
-            limits.append((resource.RLIMIT_NPROC, value, value))
-        elif option == "--fsize":
-            limits.append((resource.RLIMIT_FSIZE, value, value))
-        elif option == "--nice":
+        if option == "nice":
             nice = value
+        elif option in child.LIMITS:
+            limits[option] = value
     command = argv[1:]
-    _prctl(PR_SET_CHILD_SUBREAPER, 1)
-    _prctl(PR_SET_PDEATHSIG, signal.SIGKILL)  # a host killed outright takes its kernels along
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    module = _load_confine(confine[0]) if confine is not None else None
+    child.become_subreaper()
+    child.prctl(child.PR_SET_PDEATHSIG, signal.SIGKILL)  # a host killed outright takes its
+    signal.signal(signal.SIGINT, signal.SIG_IGN)          # kernels along
+    walls = confine or restrict
+    module = child.load("_dsh_jupyter_confine", walls[0]) if walls is not None else None
     mapping = module.mapping_pipes(confine[1]) if module is not None and confine else None
     kernel = os.fork()
     if kernel == 0:
         try:
-            _prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
-            signal.signal(signal.SIGINT, signal.SIG_DFL)
+            child.begin()
             if module is not None and confine is not None:
-                command = _connection_in_memory(command, confine[1])
+                command = _connection_in_memory(child, command, confine[1])
                 module.enter(confine[1], mapping)  # returns in the confined kernel
-                module.tidy_path()
-            for which, soft, hard in limits:
-                resource.setrlimit(which, (soft, hard))
-            if restrict is not None:  # no namespaces here: the walls that need none
-                _load_confine(restrict[0]).restrict(restrict[1])
-            # Below the host, whose event loop must stay responsive (see _forkserver's
-            # lower_priority: the session's autogroup too).
-            with contextlib.suppress(OSError):
-                os.nice(nice)
+            child.finish(module, confined=confine is not None,
+                         restrict=restrict[1] if restrict is not None else None,
+                         limits=limits, nice=nice)
             os.execvp(command[0], command)
         finally:
             os._exit(127)
@@ -172,7 +136,7 @@ def main(argv: list[str]) -> int:
     if nice:
         import threading
 
-        threading.Thread(target=_lower_session, args=(nice,), daemon=True).start()
+        threading.Thread(target=_lower_session, args=(child, nice), daemon=True).start()
     status = 0
     while True:
         try:
@@ -182,7 +146,7 @@ def main(argv: list[str]) -> int:
         except InterruptedError:
             continue
         if pid == kernel:
-            status = 128 + os.WTERMSIG(raw) if os.WIFSIGNALED(raw) else os.WEXITSTATUS(raw)
+            status = child.exit_status(raw)
             _kill_remaining()
             break
     return status

@@ -4,13 +4,15 @@ The runtime, the pool and the session depend on these two Protocols only. Three
 launchers implement them: the fork server (``forkserver``), the stock
 jupyter-client launch (``stock``) and a kernel gateway (``gateway``). What the
 local launchers share lives here too: the host's ipykernel check, the kernel
-options and exit statuses in words.
+options, exit statuses in words, and ``_child.py``, the steps the keeper's and the fork
+server's children both take on their way to becoming a kernel.
 """
 
 from __future__ import annotations
 
 import importlib.metadata
 import signal
+from pathlib import Path
 from typing import Any, Protocol
 
 from ...errors import CodeModeError
@@ -19,6 +21,8 @@ from ..run.workspace import Workspace
 
 KERNEL_ARGS = ("--HistoryManager.enabled=False", "--IPKernelApp.quiet=True")
 """Options every local kernel of the host's Python gets (stock and forked alike)."""
+CHILD_SCRIPT = Path(__file__).with_name("_child.py")
+"""What the keeper and the fork server run in each child they fork (loaded by path)."""
 
 
 class KernelProcess(Protocol):

@@ -33,7 +33,7 @@ from ..inkernel.program import SOURCE_FILENAME
 from ..run import removal
 from ..run.workspace import Workspace, scrubbed_environment
 from . import proctree
-from .base import KERNEL_ARGS, check_host_ipykernel, describe_status
+from .base import CHILD_SCRIPT, KERNEL_ARGS, check_host_ipykernel, describe_status
 
 SERVER_SCRIPT = Path(__file__).with_name("_forkserver.py")
 
@@ -62,7 +62,8 @@ class ForkServer:
         try:
             process = subprocess.Popen(  # noqa: ASYNC220  # fork+exec, returns at once
                 [sys.executable, "-I", str(SERVER_SCRIPT), str(server_end.fileno()),
-                 proctree.__file__, str(LOADER_PATH), MODULE_NAME, SOURCE_FILENAME,
+                 str(CHILD_SCRIPT), proctree.__file__, str(LOADER_PATH), MODULE_NAME,
+                 SOURCE_FILENAME,
                  str(CONFINE_PACKAGE), str(runtime_dir), str(nice), removal.__file__,
                  json.dumps([str(path) for path in cgroups])],
                 pass_fds=[server_end.fileno()], env=env, cwd="/",

@@ -32,7 +32,7 @@ from ..confine.plan import confinement_plan, restriction_plan
 from ..confine.sandbox import CONFINE_PACKAGE, SandboxConfig
 from ..run.workspace import Workspace
 from . import proctree
-from .base import KERNEL_ARGS, check_host_ipykernel, describe_status
+from .base import CHILD_SCRIPT, KERNEL_ARGS, check_host_ipykernel, describe_status
 
 DEFAULT_KERNEL_NAME = "dsh-jupyter-python"
 
@@ -152,7 +152,8 @@ class _KeptKernelManager(AsyncKernelManager):
                 confine = ["--restrict", str(CONFINE_PACKAGE), json.dumps(plan)]
             limits = [word for name, value in (caps.rlimits if caps is not None else {}).items()
                       for word in (f"--{name}", str(value))]
-            return [sys.executable, "-I", "-S", "-c", keeper, *self.keeper_args, *limits,
+            return [sys.executable, "-I", "-S", "-c", keeper, str(CHILD_SCRIPT),
+                    *self.keeper_args, *limits,
                     *confine, "--", *command]
         if self.confinement is not None:
             raise CodeModeError(
