@@ -64,9 +64,9 @@ PRELOAD = (
 )
 
 
-def _load(name: str, path: str) -> types.ModuleType:
+def _load_child(path: str) -> types.ModuleType:
     """``_child.py``, the steps every launcher's child takes (bootstraps its ``load``)."""
-    spec = importlib.util.spec_from_file_location(name, path)
+    spec = importlib.util.spec_from_file_location("_dsh_jupyter_child", path)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
@@ -283,7 +283,7 @@ def _remove_cgroup(directory: str) -> None:
 
 def main(argv: list[str]) -> None:
     control = socket.socket(fileno=int(argv[0]))
-    child = _load("_dsh_jupyter_child", argv[1])
+    child = _load_child(argv[1])
     proctree = child.load("_dsh_jupyter_proctree", argv[2])
     confine = child.load("_dsh_jupyter_confine", argv[6])
     removal = child.load("_dsh_jupyter_removal", argv[9])
