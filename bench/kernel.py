@@ -32,15 +32,15 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from dsh_jupyter.abort import AbortSignal
 from dsh_jupyter.json_value import JsonValue
 from dsh_jupyter.kernel import KernelRuntime, KernelRuntimeConfig, StatefulConfig
-from dsh_jupyter.kernel.caps import RuntimeCgroups
-from dsh_jupyter.kernel.connection import KernelConnection
-from dsh_jupyter.kernel.forkserver import ForkLauncher
+from dsh_jupyter.kernel.confine.caps import RuntimeCgroups
+from dsh_jupyter.kernel.confine.sandbox import SandboxConfig, confinement_problem
 from dsh_jupyter.kernel.gateway_config import GatewayConfig
-from dsh_jupyter.kernel.launch import KernelLauncher
-from dsh_jupyter.kernel.pool import KernelPool
-from dsh_jupyter.kernel.sandbox import SandboxConfig, confinement_problem
-from dsh_jupyter.kernel.stock import StockLauncher
-from dsh_jupyter.kernel.workspace import Workspace, create_runtime_directory, remove_tree
+from dsh_jupyter.kernel.launch.base import KernelLauncher
+from dsh_jupyter.kernel.launch.forkserver import ForkLauncher
+from dsh_jupyter.kernel.launch.stock import StockLauncher
+from dsh_jupyter.kernel.run.pool import KernelPool
+from dsh_jupyter.kernel.run.workspace import Workspace, create_runtime_directory, remove_tree
+from dsh_jupyter.kernel.transport.connection import KernelConnection
 from dsh_jupyter.runtime import FunctionBindings, RunRequest
 
 NEVER = AbortSignal.never()
@@ -136,7 +136,7 @@ async def cold_ready(samples: int) -> dict[str, list[float]]:
 def walls(kept: int, launcher: ForkLauncher) -> Iterator[None]:
     """Turn off the walls past the first ``kept`` of (syscall filter, Landlock, cgroups),
     for measuring what each costs (the plan is built in this process)."""
-    from dsh_jupyter.kernel import plan
+    from dsh_jupyter.kernel.confine import plan
 
     names = ((plan, "build_filter"), (plan, "landlock_abi"), (launcher, "_cgroups"))
     saved = [getattr(owner, name) for owner, name in names]
@@ -270,7 +270,7 @@ async def pooled_uss(sandbox: SandboxConfig | None) -> tuple[float, float]:
 async def gateway_ready_times(gateway: GatewayConfig, samples: int) -> tuple[list[float],
                                                                           list[float]]:
     """POST /api/kernels -> websocket open -> kernel_info answered; and the DELETE after."""
-    from dsh_jupyter.kernel.gateway import GatewayLauncher
+    from dsh_jupyter.kernel.launch.gateway import GatewayLauncher
 
     config = KernelRuntimeConfig(gateway=gateway)
     launcher = GatewayLauncher(config)

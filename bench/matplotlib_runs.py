@@ -24,7 +24,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from dsh_jupyter.kernel import KernelRuntime, KernelRuntimeConfig, fontcache
+from dsh_jupyter.kernel import KernelRuntime, KernelRuntimeConfig
+from dsh_jupyter.kernel.run import fontcache
 from dsh_jupyter.runtime import FunctionBindings, RunRequest
 
 PLOT = """\

@@ -65,7 +65,7 @@ def outcomes(junit: Path) -> dict[str, Counter[str]]:
 
 
 def sandbox_rows() -> list[tuple[str, str]]:
-    from dsh_jupyter.kernel.sandbox import confinement_problem
+    from dsh_jupyter.kernel.confine.sandbox import confinement_problem
 
     problem = confinement_problem()
     confined = "yes" if problem is None else f"no ({problem})"
@@ -80,7 +80,7 @@ async def startup_costs(samples: int = STARTUP_SAMPLES) -> list[tuple[str, float
     """Median seconds of a trivial run on a fresh kernel (no pool) per launch and sandbox."""
     from bench.kernel import timed_runs
     from dsh_jupyter.kernel import KernelRuntime, KernelRuntimeConfig
-    from dsh_jupyter.kernel.sandbox import SandboxConfig
+    from dsh_jupyter.kernel.confine.sandbox import SandboxConfig
     from dsh_jupyter.runtime import FunctionBindings
 
     configs: list[tuple[str, dict[str, Any]]] = [

@@ -34,8 +34,8 @@ Two rules use that table:
   terminal is made to write over a line.
 
 Where they are applied, once each, where that kind of text becomes part of a run's
-result: log lines in :class:`~dsh_jupyter.kernel.logs.OutputLog` and displays in
-:class:`~dsh_jupyter.kernel.displays.DisplayLog` as they are kept (so what is charged to
+result: log lines in :class:`~dsh_jupyter.kernel.run.logs.OutputLog` and displays in
+:class:`~dsh_jupyter.kernel.run.displays.DisplayLog` as they are kept (so what is charged to
 the output budget and shown live is what the result holds), and the returned value, the
 failure message and the file names in :func:`safe_result`, as a runtime hands its result
 out (``KernelRuntime.run``, ``InProcessRuntime.run``). The value is charged to the output

@@ -6,9 +6,9 @@ failures) can be unit-tested in milliseconds; real runs use
 :class:`dsh_jupyter.kernel.KernelRuntime`.
 
 It runs the kernel's own code on both ends, so a program behaves as it does in a
-kernel: the in-kernel core (``kernel/_inkernel.py``: the compiler, ``tools``, the
+kernel: the in-kernel core (the package ``kernel/inkernel/``: the compiler, ``tools``, the
 call protocol, frames, tracebacks) is loaded from the same source, under the same
-file name, and every message goes through the host's :class:`~.kernel.bridge.Bridge`
+file name, and every message goes through the host's :class:`~.kernel.run.bridge.Bridge`
 as JSON, exactly as it crosses a comm. What differs is only the transport and the
 process: ``print`` is captured (writes to ``sys.stdout`` are not), and a timeout or an
 abort cancels the program's task instead of interrupting a kernel.
@@ -28,13 +28,14 @@ import types
 from typing import Any
 
 from ._safe_text import safe_result
-from .kernel._inkernel import SOURCE_FILENAME
-from .kernel.bridge import Bridge, Done, done_result
 from .kernel.config import KernelRuntimeConfig
-from .kernel.displays import SafeObserver
-from .kernel.inject import inkernel_source
-from .kernel.logs import OutputLog
-from .kernel.protocol import HostMessage
+from .kernel.inject import inkernel_sources
+from .kernel.inkernel import _loader
+from .kernel.inkernel.messages import HostMessage
+from .kernel.inkernel.program import SOURCE_FILENAME
+from .kernel.run.bridge import Bridge, Done, done_result
+from .kernel.run.displays import SafeObserver
+from .kernel.run.logs import OutputLog
 from .runtime import CodeRunFailure, CodeRunResult, FailureKind, RunRequest, RuntimeInfo
 
 __all__ = ["InProcessRuntime"]
@@ -42,11 +43,9 @@ __all__ = ["InProcessRuntime"]
 
 @functools.cache
 def _core() -> types.ModuleType:
-    """The in-kernel module, compiled from its source under the kernel's file name (so
+    """The in-kernel package, loaded from its sources under the kernel's file name (so
     tracebacks leave its frames out exactly as in a kernel). Loaded once, on first use."""
-    module = types.ModuleType("_dsh_jupyter_inkernel_inprocess")
-    exec(compile(inkernel_source(), SOURCE_FILENAME, "exec"), module.__dict__)
-    return module
+    return _loader.load("_dsh_jupyter_inkernel_inprocess", inkernel_sources(), SOURCE_FILENAME)
 
 
 class _Stream:

@@ -16,13 +16,15 @@ What does not count:
 - the implicit import of a package's ``__init__`` that importing any of its submodules
   performs (counted, it would make every package whose ``__init__`` re-exports one cycle).
 
-Every package checked here is told ``typing_too`` (its flag in ``PACKAGES``):
-``dsh_jupyter.kernel``, ``dsh_jupyter.registry`` and ``dsh_jupyter.codemode`` count the
-``TYPE_CHECKING`` imports too. Moving an import there is how a cycle gets hidden: both
-modules still need each other, and mypy follows both edges. In the registry, a call's
-view (``execution``) sits below the definitions and scopes that take it, so it names them
-by what a call reads of them (``execution.ScopeView``, ``execution.DefinitionView``), and
-the layers' view of the registry (``scope.LayerOwner``) lives with the layers.
+Every package checked here is told ``typing_too`` (its flag in ``PACKAGES``), subpackages
+included (``dsh_jupyter.kernel`` is mostly its seams: ``confine``, ``inkernel``, ``launch``,
+``run``, ``transport``): ``dsh_jupyter.kernel``, ``dsh_jupyter.registry`` and
+``dsh_jupyter.codemode`` count the ``TYPE_CHECKING`` imports too. Moving an import there is
+how a cycle gets hidden: both modules still need each other, and mypy follows both edges.
+In the registry, a call's view (``execution``) sits below the definitions and scopes that
+take it, so it names them by what a call reads of them (``execution.ScopeView``,
+``execution.DefinitionView``), and the layers' view of the registry (``scope.LayerOwner``)
+lives with the layers.
 
 Between the registry and Code Mode: Code Mode imports the registry's modules, and the
 registry core imports nothing of Code Mode, not even for type checking; it knows Code
@@ -31,6 +33,11 @@ Only the package facade (``dsh_jupyter.registry``, which exports ``ToolRegistry`
 the re-export shims of the modules that moved import from ``dsh_jupyter.codemode``, and
 Code Mode never imports the facade (importing it from inside would need the half-made
 facade).
+
+Budgets: no module of ``dsh_jupyter`` is over 600 lines, and ``dsh_jupyter.kernel`` keeps
+at most 15 modules and subpackages at its top level. The code that runs where the package
+may not be importable (in the kernel, in the keeper and the fork server, loaded by path)
+imports nothing of it beyond its own package.
 """
 
 from __future__ import annotations
@@ -204,11 +211,56 @@ def test_code_mode_never_imports_the_registry_facade_or_class() -> None:
             assert "dsh_jupyter.registry.core" not in edges, name
 
 
-@pytest.mark.parametrize("package", ["dsh_jupyter.registry", "dsh_jupyter.codemode"])
-def test_no_module_is_over_600_lines(package: str) -> None:
-    long = {name: lines for name, path in modules_of(package).items()
+def test_no_module_is_over_600_lines() -> None:
+    long = {name: lines for name, path in modules_of("dsh_jupyter").items()
             if (lines := len(path.read_text(encoding="utf-8").splitlines())) > 600}
     assert long == {}
+
+
+KERNEL_SEAMS = {"confine", "inkernel", "launch", "run", "transport"}
+
+
+def test_the_kernel_package_is_its_seams_and_a_few_modules() -> None:
+    # At most 15 modules and subpackages at its top level: the rest lives in the
+    # subpackage of its seam, and the cycle walk above goes through all of them.
+    top = ROOT / "dsh_jupyter" / "kernel"
+    entries = sorted(path.name for path in top.iterdir()
+                     if path.suffix == ".py" or (path / "__init__.py").is_file())
+    assert len(entries) <= 15, entries
+    assert set(entries) >= KERNEL_SEAMS
+    graph = import_graph("dsh_jupyter.kernel", typing_too=True)
+    for seam in KERNEL_SEAMS:
+        inside = [name for name in graph if name.startswith(f"dsh_jupyter.kernel.{seam}.")]
+        assert inside and any(graph[name] for name in inside), seam
+
+
+LOADED_BY_PATH = {
+    "dsh_jupyter.kernel.inkernel": "the in-kernel package (the setup cell, the fork server)",
+    "dsh_jupyter.kernel.confine._confine": "the confiner (the keeper, the fork server)",
+    "dsh_jupyter.kernel.launch._child": "the child setup (the keeper, the fork server)",
+    "dsh_jupyter.kernel.launch._keeper": "the keeper (run from its source)",
+    "dsh_jupyter.kernel.launch._forkserver": "the fork server (run by path)",
+    "dsh_jupyter.kernel.launch.proctree": "loaded by path by the fork server",
+    "dsh_jupyter.kernel.run.removal": "loaded by path by the fork server",
+}
+"""Code that runs where dsh-jupyter may not be importable, and so imports nothing of it
+beyond its own package."""
+
+
+@pytest.mark.parametrize("unit", sorted(LOADED_BY_PATH))
+def test_code_loaded_by_path_imports_nothing_of_the_package(unit: str) -> None:
+    modules = modules_of("dsh_jupyter")
+    own = {name for name in modules if name == unit or name.startswith(unit + ".")}
+    assert own, unit
+    outside = {name: sorted(edges_of(name, modules[name], set(modules), typing_too=True)
+                            - own)
+               for name in own}
+    assert {name: edges for name, edges in outside.items() if edges} == {}
+    for name in own:
+        tree = ast.parse(modules[name].read_text(encoding="utf-8"))
+        absolute = [node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)
+                    and not node.level and (node.module or "").startswith("dsh_jupyter")]
+        assert absolute == [], name
 
 
 def test_the_walk_counts_what_runs_and_skips_type_checking(tmp_path: Path) -> None:

@@ -7,8 +7,8 @@ in with ``StatefulConfig``, in its conversation's kept kernel).
 
 from .config import KernelRuntimeConfig
 from .gateway_config import GatewayConfig
-from .runtime import KernelRuntime
-from .stateful import SessionInfo
+from .run.runtime import KernelRuntime
+from .run.stateful import SessionInfo
 from .stateful_config import StatefulConfig
 
 __all__ = ["GatewayConfig", "KernelRuntime", "KernelRuntimeConfig", "SessionInfo",

@@ -11,11 +11,11 @@ from types import MappingProxyType
 from typing import Literal, cast
 
 from ..json_value import JsonValue, NotJsonError, snapshot_json
-from .files import OutputLimits, check_inputs
+from .confine.sandbox import SandboxConfig, SandboxSetting, resolve_sandbox
 from .gateway_config import GatewayConfig
-from .protocol import MAX_MESSAGE_BYTES
-from .remote_files import remote_input_entries
-from .sandbox import SandboxConfig, SandboxSetting, resolve_sandbox
+from .inkernel.messages import MAX_MESSAGE_BYTES
+from .run.files import OutputLimits, check_inputs
+from .run.remote_files import remote_input_entries
 from .stateful_config import StatefulConfig
 
 MiB = 1024 * 1024
@@ -240,7 +240,7 @@ class KernelRuntimeConfig:
     @property
     def max_message_bytes(self) -> int:
         """The largest message a kernel may send, on any channel or carrier (not an option:
-        see :data:`~.protocol.MAX_MESSAGE_BYTES`). A bigger one ends the run as
+        see :data:`~.inkernel.messages.MAX_MESSAGE_BYTES`). A bigger one ends the run as
         ``output-limit``."""
         return MAX_MESSAGE_BYTES
 

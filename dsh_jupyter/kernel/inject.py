@@ -1,15 +1,15 @@
-"""The host's side of the in-kernel module: its source, and the cells that call it.
+"""The host's side of the in-kernel package: its sources, and the cells that call it.
 
-``_inkernel.py`` is sent to a kernel *as source* and executed there as the module
-:data:`~._inkernel.MODULE_NAME`, compiled under the file name
-:data:`~._inkernel.SOURCE_FILENAME` (whose frames tracebacks then leave out). The
-host imports ``_inkernel`` only for those names: the module defines functions,
-classes and constants and does nothing when imported.
+The package ``inkernel/`` is sent to a kernel *as source* and executed there as the
+package :data:`MODULE_NAME` by ``inkernel/_loader.py`` (every module compiled under the
+file name :data:`~.inkernel.program.SOURCE_FILENAME`, whose frames tracebacks then leave
+out). The host imports ``inkernel`` for its message shapes and a few names: its modules
+define functions, classes and constants and do nothing when imported.
 
-A stock or gateway kernel gets the source in its setup cell; a forked kernel
-already holds the module (the fork server loaded it from :data:`SOURCE_PATH`), so
-its setup cell only calls ``start``. Either way the module's ``runtime`` is then
-what :func:`program_cell` awaits.
+A stock or gateway kernel gets the loader's and the package's sources in its setup cell;
+a forked kernel already holds the package (the fork server loaded it with the loader at
+:data:`LOADER_PATH`), so its setup cell only calls ``start``. Either way the package's
+``runtime`` is then what :func:`program_cell` awaits.
 """
 
 from __future__ import annotations
@@ -19,22 +19,23 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Final
 
-from . import _inkernel
-from ._inkernel import MODULE_NAME, SOURCE_FILENAME
+from .inkernel import _loader
+from .inkernel.program import SOURCE_FILENAME
 
-SOURCE_PATH: Final = Path(_inkernel.__file__)
-"""The file whose source every kernel runs (standard library plus ``comm``)."""
+MODULE_NAME: Final = "_dsh_jupyter_inkernel"
+"""The in-kernel package's name in a kernel's ``sys.modules``."""
+LOADER_PATH: Final = Path(_loader.__file__)
+"""The loader of the package every kernel runs (standard library plus ``comm``)."""
 
 _SETUP_CELL: Final = f"""\
-def __dsh_setup(source, carrier):
-    import sys, types
-    module = types.ModuleType({MODULE_NAME!r})
-    sys.modules[module.__name__] = module
-    exec(compile(source, {SOURCE_FILENAME!r}, "exec"), module.__dict__)
-    module.runtime = module.start(carrier)
+def __dsh_setup(loader, sources, carrier):
+    namespace = {{}}
+    exec(compile(loader, {SOURCE_FILENAME!r}, "exec"), namespace)
+    package = namespace["load"]({MODULE_NAME!r}, sources, {SOURCE_FILENAME!r})
+    package.runtime = package.start(carrier)
 
 try:
-    __dsh_setup(%r, %r)
+    __dsh_setup(%r, %r, %r)
 finally:
     del __dsh_setup
 """
@@ -45,18 +46,24 @@ _PRELOADED_SETUP_CELL: Final = (
 
 
 @functools.cache
-def inkernel_source() -> str:
-    """The source of ``_inkernel.py`` (read once, when the first kernel needs it)."""
-    return SOURCE_PATH.read_text(encoding="utf-8")
+def loader_source() -> str:
+    """The source of ``inkernel/_loader.py`` (read once, when the first kernel needs it)."""
+    return LOADER_PATH.read_text(encoding="utf-8")
+
+
+@functools.cache
+def inkernel_sources() -> tuple[tuple[str, str], ...]:
+    """The package's ``(module, source)`` pairs in loading order (read once)."""
+    return tuple(_loader.sources())
 
 
 def setup_cell(carrier: tuple[str, str] | None, *, preloaded: bool) -> str:
     """The cell that starts the in-kernel runtime (``start(carrier)``): it opens the tools
     comm and, given ``(path, token)``, connects to the host's socket carrier. Unless
-    ``preloaded``, it first executes the module's source."""
+    ``preloaded``, it first loads the package from its sources."""
     if preloaded:
         return _PRELOADED_SETUP_CELL % (carrier,)
-    return _SETUP_CELL % (inkernel_source(), carrier)
+    return _SETUP_CELL % (loader_source(), list(inkernel_sources()), carrier)
 
 
 def program_cell(names: Iterable[str], program: str, max_output_bytes: int,

@@ -1,101 +1,32 @@
-"""The messages exchanged between the host and the injected kernel module.
+"""Checking what a kernel sends: the host's end of the messages of
+:mod:`~.inkernel.messages` (their shapes are defined there, for both ends).
 
-They travel as the ``data`` of Jupyter comm messages on the comm whose target is
-:data:`TARGET_NAME` (and, opt-in, over a local socket with the same shapes)::
-
-    kernel -> host  {"kind": "call", "id", "name", "args"}
-                    {"kind": "call", "id", "name", "framed": true}
-                    {"kind": "done", "ok": true, "value"}
-                    {"kind": "done", "ok": true, "framed": true}
-                    {"kind": "done", "ok": false, "error", "message"}
-                    {"kind": "frame", "for": "call" | "done", "id"?, "text"}
-    host -> kernel  {"kind": "result", "id", "ok": true, "value"}
-                    {"kind": "result", "id", "ok": false, "message"}
-
-A framed call's arguments or a framed result arrive first, as frames (see
-``frames``): no message needs to be large.
-
-The kernel is hostile: :func:`parse_kernel_message` accepts only these shapes
-and reports anything else as a :class:`Malformed` value the bridge can answer or
-drop. The kernel side (``_inkernel.py``) mirrors these definitions; a test keeps
-the two in step. :data:`TARGET_NAME` is the kernel side's own.
+The kernel is hostile: :func:`parse_kernel_message` accepts only those shapes and reports
+anything else as a :class:`Malformed` value the bridge can answer or drop.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal, TypedDict
 
 from ..json_value import JsonValue
-from ._inkernel import TARGET_NAME as TARGET_NAME
+from .inkernel.messages import (
+    CallFrameMessage,
+    CallMessage,
+    DoneError,
+    DoneErrorMessage,
+    DoneFrameMessage,
+    DoneOkMessage,
+    FramedCallMessage,
+    FramedDoneMessage,
+    FrameMessage,
+    KernelMessage,
+    ResultErrorMessage,
+    ResultOkMessage,
+)
 
-MAX_MESSAGE_BYTES = 2 * 1024 * 1024
-"""The largest message a kernel may send. Nothing the injected module sends comes near
-it (output goes in 64 KiB chunks, large values as ~64 KiB frames, failure messages are
-clipped): a bigger one drops the connection, and the run ends as ``output-limit``."""
 MAX_ID_LENGTH = 64
 MAX_NAME_LENGTH = 256
-
-DoneError = Literal["exception", "invalid-output", "output-limit"]
-
-
-class CallMessage(TypedDict):
-    kind: Literal["call"]
-    id: str
-    name: str
-    args: JsonValue
-
-
-class FramedCallMessage(TypedDict):
-    kind: Literal["call"]
-    id: str
-    name: str
-    framed: Literal[True]
-
-
-class FrameMessage(TypedDict):
-    kind: Literal["frame"]
-    target: Literal["call", "done"]  # "for" on the wire
-    id: str | None
-    text: str
-
-
-class FramedDoneMessage(TypedDict):
-    kind: Literal["done"]
-    ok: Literal[True]
-    framed: Literal[True]
-
-
-class DoneOkMessage(TypedDict):
-    kind: Literal["done"]
-    ok: Literal[True]
-    value: JsonValue
-
-
-class DoneErrorMessage(TypedDict):
-    kind: Literal["done"]
-    ok: Literal[False]
-    error: DoneError
-    message: str
-
-
-class ResultOkMessage(TypedDict):
-    kind: Literal["result"]
-    id: str
-    ok: Literal[True]
-    value: JsonValue
-
-
-class ResultErrorMessage(TypedDict):
-    kind: Literal["result"]
-    id: str
-    ok: Literal[False]
-    message: str
-
-
-KernelMessage = (CallMessage | FramedCallMessage | DoneOkMessage | FramedDoneMessage
-                 | DoneErrorMessage | FrameMessage)
-HostMessage = ResultOkMessage | ResultErrorMessage
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -140,8 +71,7 @@ def _parse_call(data: dict[str, object]) -> CallMessage | FramedCallMessage | Ma
         return {"kind": "call", "id": call_id, "name": name, "framed": True}
     if "args" not in data:
         return Malformed(problem="a call needs args", call_id=call_id)
-    args: JsonValue = data["args"]  # type: ignore[assignment]  # checked by the bridge
-    return {"kind": "call", "id": call_id, "name": name, "args": args}
+    return {"kind": "call", "id": call_id, "name": name, "args": data["args"]}
 
 
 def _parse_frame(data: dict[str, object]) -> FrameMessage | Malformed:
@@ -149,10 +79,12 @@ def _parse_frame(data: dict[str, object]) -> FrameMessage | Malformed:
     if not isinstance(text, str):
         return Malformed(problem="a frame needs its text")
     if target == "done":
-        return {"kind": "frame", "target": "done", "id": None, "text": text}
+        done: DoneFrameMessage = {"kind": "frame", "for": "done", "text": text}
+        return done
     call_id = _call_id(data)
     if target == "call" and call_id is not None:
-        return {"kind": "frame", "target": "call", "id": call_id, "text": text}
+        call: CallFrameMessage = {"kind": "frame", "for": "call", "id": call_id, "text": text}
+        return call
     return Malformed(problem="a frame is for a call (with its id) or for the result",
                      call_id=call_id if target == "call" else None)
 
@@ -163,8 +95,7 @@ def _parse_done(data: dict[str, object]
     if ok is True and data.get("framed") is True:
         return {"kind": "done", "ok": True, "framed": True}
     if ok is True:
-        value: JsonValue = data.get("value")  # type: ignore[assignment]  # checked by the session
-        return {"kind": "done", "ok": True, "value": value}
+        return {"kind": "done", "ok": True, "value": data.get("value")}
     error = data.get("error")
     message = data.get("message")
     if ok is False and error in _DONE_ERRORS:

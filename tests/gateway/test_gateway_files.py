@@ -11,7 +11,7 @@ from gateway_support import GatewayRuntimeFactory, LocalGateway
 from kernel_support import run
 
 from dsh_jupyter.kernel import KernelRuntimeConfig, StatefulConfig
-from dsh_jupyter.kernel.remote_files import CHUNK_BYTES, MAX_REMOTE_INPUT_BYTES
+from dsh_jupyter.kernel.run.remote_files import CHUNK_BYTES, MAX_REMOTE_INPUT_BYTES
 from dsh_jupyter.runtime import CodeRunResult, FunctionBindings, RunRequest
 
 pytestmark = [pytest.mark.kernel, pytest.mark.timeout(60)]

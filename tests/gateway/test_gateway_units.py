@@ -7,15 +7,15 @@ import json
 import pytest
 
 from dsh_jupyter.kernel import KernelRuntimeConfig
-from dsh_jupyter.kernel.gateway import describe_refusal
 from dsh_jupyter.kernel.gateway_config import GatewayConfig
-from dsh_jupyter.kernel.gateway_connection import (
+from dsh_jupyter.kernel.launch.gateway import describe_refusal
+from dsh_jupyter.kernel.transport.gateway_connection import (
     decode_legacy,
     decode_v1,
     encode_legacy,
     encode_v1,
 )
-from dsh_jupyter.kernel.wire import WireCodec
+from dsh_jupyter.kernel.transport.wire import WireCodec
 
 GATEWAY = GatewayConfig(url="https://gw.example:8888/base/", token="sekrit")
 

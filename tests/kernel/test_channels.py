@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from dsh_jupyter.kernel.channels import READY_RETRY_SECONDS, BaseChannels
-from dsh_jupyter.kernel.wire import Incoming
+from dsh_jupyter.kernel.transport.channels import READY_RETRY_SECONDS, BaseChannels
+from dsh_jupyter.kernel.transport.wire import Incoming
 
 pytestmark = pytest.mark.timeout(10)
 

@@ -8,14 +8,14 @@ from typing import Any
 import pytest
 
 from dsh_jupyter.kernel import KernelRuntimeConfig
-from dsh_jupyter.kernel.displays import (
+from dsh_jupyter.kernel.run.displays import (
     DISPLAY_OVERHEAD,
     NOTE_METADATA,
     DisplayLog,
     SafeObserver,
     parse_display,
 )
-from dsh_jupyter.kernel.logs import OutputBudget, OutputLog, json_size
+from dsh_jupyter.kernel.run.logs import OutputBudget, OutputLog, json_size
 from dsh_jupyter.runtime import Display
 
 

@@ -12,9 +12,9 @@ from kernel_support import RuntimeFactory, run
 
 from dsh_jupyter.abort import AbortController
 from dsh_jupyter.kernel import KernelRuntime
-from dsh_jupyter.kernel._inkernel import MAX_DISPLAY_BYTES
-from dsh_jupyter.kernel.displays import NOTE_METADATA
-from dsh_jupyter.kernel.protocol import MAX_MESSAGE_BYTES
+from dsh_jupyter.kernel.inkernel.messages import MAX_MESSAGE_BYTES
+from dsh_jupyter.kernel.inkernel.outputs import MAX_DISPLAY_BYTES
+from dsh_jupyter.kernel.run.displays import NOTE_METADATA
 from dsh_jupyter.runtime import Display, FunctionBindings, RunRequest
 
 pytestmark = [pytest.mark.kernel, pytest.mark.timeout(90)]

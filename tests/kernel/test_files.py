@@ -14,8 +14,8 @@ import pytest
 from kernel_support import RuntimeFactory, run
 
 from dsh_jupyter.kernel import KernelRuntime, KernelRuntimeConfig
-from dsh_jupyter.kernel.files import MAX_DEPTH, MAX_LISTED_SKIPPED, OutputCollector
-from dsh_jupyter.kernel.sandbox import confinement_problem
+from dsh_jupyter.kernel.confine.sandbox import confinement_problem
+from dsh_jupyter.kernel.run.files import MAX_DEPTH, MAX_LISTED_SKIPPED, OutputCollector
 
 pytestmark = pytest.mark.timeout(60)
 

@@ -5,14 +5,14 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from dsh_jupyter.kernel.fontcache import (
+from dsh_jupyter.kernel.run.fontcache import (
     CACHE_IN_HOME,
     MAX_FONT_LIST_BYTES,
     font_lists,
     matplotlib_cache_directory,
     seed_font_cache,
 )
-from dsh_jupyter.kernel.workspace import SEED_HOME, Workspace
+from dsh_jupyter.kernel.run.workspace import SEED_HOME, Workspace
 
 
 def test_the_cache_directory_is_where_matplotlib_looks() -> None:

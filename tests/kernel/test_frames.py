@@ -13,8 +13,8 @@ from hypothesis import strategies as st
 from kernel_support import Recorder, RuntimeFactory, run
 
 from dsh_jupyter.json_value import FrozenDict, FrozenList
-from dsh_jupyter.kernel import _inkernel
-from dsh_jupyter.kernel.frames import FrameError, FrameTooLarge, ValueBuilder
+from dsh_jupyter.kernel.inkernel import frames as inkernel_frames
+from dsh_jupyter.kernel.transport.frames import FrameError, FrameTooLarge, ValueBuilder
 
 
 def compact(value: Any) -> str:
@@ -23,7 +23,7 @@ def compact(value: Any) -> str:
 
 def rebuilt(value: Any, limit: int = 1 << 30) -> ValueBuilder:
     builder = ValueBuilder(limit)
-    for frame in _inkernel.frame_texts(value):
+    for frame in inkernel_frames.frame_texts(value):
         builder.feed(frame)
     return builder
 
@@ -52,9 +52,9 @@ def test_any_value_round_trips_with_its_exact_size(value: Any) -> None:
     [[], {}, "", [[[]]], {"a": {}}] * 40_000,
 ], ids=["numbers", "objects", "escapes", "long-key-and-nesting", "empties"])
 def test_large_values_round_trip_in_bounded_frames(value: Any) -> None:
-    frames = _inkernel.frame_texts(value)
+    frames = inkernel_frames.frame_texts(value)
     assert len(frames) > 1
-    assert max(len(frame.encode()) for frame in frames) <= _inkernel.FRAME_BYTES * 2
+    assert max(len(frame.encode()) for frame in frames) <= inkernel_frames.FRAME_BYTES * 2
     builder = rebuilt(value)
     assert builder.result() == value
     assert builder.size == len(compact(value).encode())
@@ -92,7 +92,7 @@ def test_nesting_and_size_are_bounded() -> None:
         builder.feed(json.dumps([["a"]] * 501))
     small = ValueBuilder(100)
     with pytest.raises(FrameTooLarge):
-        for frame in _inkernel.frame_texts(list(range(1000))):
+        for frame in inkernel_frames.frame_texts(list(range(1000))):
             small.feed(frame)
     unfinished = ValueBuilder(1 << 20)
     unfinished.feed('[["a"], ["e", [1, 2]]]')

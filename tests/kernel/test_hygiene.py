@@ -11,7 +11,8 @@ from typing import Any
 import pytest
 from kernel_support import RuntimeFactory, gone, run
 
-from dsh_jupyter.kernel import KernelRuntime, proctree
+from dsh_jupyter.kernel import KernelRuntime
+from dsh_jupyter.kernel.launch import proctree
 
 pytestmark = [pytest.mark.kernel, pytest.mark.timeout(60)]
 

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from dsh_jupyter.kernel._inkernel import compile_program, format_exception
+from dsh_jupyter.kernel.inkernel.program import compile_program, format_exception
 
 
 def run_kept(namespace: dict[str, Any], source: str) -> Any:

@@ -15,8 +15,10 @@ import pytest
 from kernel_support import KERNEL_IDENTITY, Recorder, RuntimeFactory, gone, run
 from tree_support import build_deep
 
-from dsh_jupyter.kernel import KernelRuntime, proctree, removal
-from dsh_jupyter.kernel.launch import KernelProcess
+from dsh_jupyter.kernel import KernelRuntime
+from dsh_jupyter.kernel.launch import proctree
+from dsh_jupyter.kernel.launch.base import KernelProcess
+from dsh_jupyter.kernel.run import removal
 
 pytestmark = [pytest.mark.kernel, pytest.mark.timeout(90)]
 
@@ -164,9 +166,9 @@ async def test_kernel_that_never_answers(make_runtime: RuntimeFactory, tmp_path:
 
 async def test_fork_server_cleans_up_after_a_vanished_host() -> None:
     from dsh_jupyter.kernel import KernelRuntimeConfig
-    from dsh_jupyter.kernel.caps import RuntimeCgroups
-    from dsh_jupyter.kernel.forkserver import ForkLauncher
-    from dsh_jupyter.kernel.workspace import Workspace, create_runtime_directory
+    from dsh_jupyter.kernel.confine.caps import RuntimeCgroups
+    from dsh_jupyter.kernel.launch.forkserver import ForkLauncher
+    from dsh_jupyter.kernel.run.workspace import Workspace, create_runtime_directory
 
     config = KernelRuntimeConfig()
     directory = create_runtime_directory()
@@ -191,8 +193,8 @@ async def test_fork_server_removes_what_a_program_left_after_a_vanished_host() -
     """A tree too deep for ``shutil.rmtree``, locked levels and a locked workspace: the
     server alone (the host never removes anything here) leaves nothing on disk."""
     from dsh_jupyter.kernel import KernelRuntimeConfig
-    from dsh_jupyter.kernel.forkserver import ForkLauncher
-    from dsh_jupyter.kernel.workspace import Workspace, create_runtime_directory
+    from dsh_jupyter.kernel.launch.forkserver import ForkLauncher
+    from dsh_jupyter.kernel.run.workspace import Workspace, create_runtime_directory
 
     config = KernelRuntimeConfig()
     directory = create_runtime_directory()
@@ -252,7 +254,7 @@ async def test_provisioner_replaces_a_missing_one_and_merges_settings(
 
 def _spec_manager(**config: Any) -> Any:
     from dsh_jupyter.kernel import KernelRuntimeConfig
-    from dsh_jupyter.kernel.stock import _SpecManager
+    from dsh_jupyter.kernel.launch.stock import _SpecManager
 
     settings = KernelRuntimeConfig(launcher="stock", **config)
     return _SpecManager(provisioner=settings.provisioner,
@@ -286,7 +288,7 @@ def test_another_provisioner_drops_the_kernelspecs_settings(
 
 
 def test_a_missing_provisioner_in_the_config_is_named() -> None:
-    from dsh_jupyter.kernel.stock import DEFAULT_KERNEL_NAME, MissingProvisionerError
+    from dsh_jupyter.kernel.launch.stock import DEFAULT_KERNEL_NAME, MissingProvisionerError
 
     manager = _spec_manager(provisioner="dsh-no-such-provisioner")
     with pytest.raises(MissingProvisionerError) as caught:
@@ -320,7 +322,7 @@ async def test_a_fork_server_killed_outright_takes_its_confined_kernels_along(
     """SIGKILL to the fork server (no shutdown sweep): the confiner dies with it, the
     namespace's init with the confiner (its parent-death signal, set again after it took
     the kernel's ids, which cleared it) and the kernel with the namespace."""
-    from dsh_jupyter.kernel.sandbox import confinement_problem
+    from dsh_jupyter.kernel.confine.sandbox import confinement_problem
 
     if confinement_problem() is not None:
         pytest.skip(f"no confinement here: {confinement_problem()}")

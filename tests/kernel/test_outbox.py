@@ -16,8 +16,8 @@ import pytest
 import zmq
 import zmq.asyncio
 
-from dsh_jupyter.kernel.channels import Outbox
-from dsh_jupyter.kernel.connection import KernelConnection
+from dsh_jupyter.kernel.transport.channels import Outbox
+from dsh_jupyter.kernel.transport.connection import KernelConnection
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -217,7 +217,7 @@ async def test_a_gateway_that_does_not_read_overflows_the_outbox() -> None:
     from websockets.asyncio.client import connect
     from websockets.asyncio.server import ServerConnection, serve
 
-    from dsh_jupyter.kernel.gateway_connection import V1_PROTOCOL, GatewayConnection
+    from dsh_jupyter.kernel.transport.gateway_connection import V1_PROTOCOL, GatewayConnection
 
     stop = asyncio.Event()
 

@@ -13,28 +13,62 @@ from pathlib import Path
 import pytest
 
 from dsh_jupyter.json_value import JsonValue
-from dsh_jupyter.kernel import KernelRuntimeConfig, _inkernel, inject, protocol
-from dsh_jupyter.kernel.bridge import Bridge
-from dsh_jupyter.kernel.carrier import CarrierListener, MessageTooLarge
-from dsh_jupyter.kernel.logs import OutputLog
-from dsh_jupyter.kernel.protocol import HostMessage, Malformed, parse_kernel_message
-from dsh_jupyter.kernel.workspace import Workspace
+from dsh_jupyter.kernel import KernelRuntimeConfig, inject, protocol
+from dsh_jupyter.kernel.inkernel import _loader, messages, program, runner, values
+from dsh_jupyter.kernel.inkernel.messages import HostMessage
+from dsh_jupyter.kernel.protocol import Malformed, parse_kernel_message
+from dsh_jupyter.kernel.run.bridge import Bridge
+from dsh_jupyter.kernel.run.logs import OutputLog
+from dsh_jupyter.kernel.run.workspace import Workspace
+from dsh_jupyter.kernel.transport.carrier import CarrierListener, MessageTooLarge
 from dsh_jupyter.runtime import BindingError, FunctionBindings
 
 pytestmark = pytest.mark.timeout(10)
 
 
 def test_kernel_and_host_agree_on_names() -> None:
-    assert _inkernel.TARGET_NAME == protocol.TARGET_NAME
-    module = repr(_inkernel.MODULE_NAME)
+    module = repr(inject.MODULE_NAME)
     assert module in inject.program_cell([], "", 1)
     assert module in inject.setup_cell(None, preloaded=True)
     setup = inject.setup_cell(("path", "token"), preloaded=False)
-    assert module in setup and repr(_inkernel.SOURCE_FILENAME) in setup
-    assert repr(inject.inkernel_source()) in setup
-    assert set(_inkernel.CallMessage.__annotations__) == set(protocol.CallMessage.__annotations__)
-    assert set(_inkernel.DoneErrorMessage.__annotations__) == set(
-        protocol.DoneErrorMessage.__annotations__)
+    assert module in setup and repr(program.SOURCE_FILENAME) in setup
+    assert repr(inject.loader_source()) in setup
+    for _, source in inject.inkernel_sources():
+        assert repr(source) in setup
+    # One definition of each message for both ends: the host parses into the kernel's.
+    for name in ("CallMessage", "DoneErrorMessage", "FramedCallMessage", "ResultOkMessage"):
+        assert vars(protocol)[name] is vars(messages)[name]
+
+
+def test_the_loader_loads_every_module_after_those_it_imports() -> None:
+    """The setup cell and the fork server load the package in ``_loader.MODULES`` order:
+    each module's relative imports must name modules already loaded, and every module of
+    the package (but the loader itself) must be loaded."""
+    directory = Path(_loader.__file__).parent
+    files = {path.stem for path in directory.glob("*.py")} - {"_loader"}
+    assert set(_loader.MODULES) == files
+    loaded: set[str] = set()
+    for name, source in _loader.sources():
+        for node in ast.walk(ast.parse(source)):
+            if isinstance(node, ast.ImportFrom) and node.level:
+                assert node.level == 1 and node.module in loaded, (name, node.module)
+        loaded.add(name)
+
+
+def test_the_package_loads_from_its_sources_as_a_kernel_loads_it() -> None:
+    probe = f"""\
+import sys
+namespace = {{}}
+exec(compile({inject.loader_source()!r}, "<loader>", "exec"), namespace)
+package = namespace["load"]("_probe_inkernel", {list(inject.inkernel_sources())!r},
+                            {program.SOURCE_FILENAME!r})
+assert package.start.__module__ == "_probe_inkernel.runner"
+assert sys.modules["_probe_inkernel.messages"].TARGET_NAME == {messages.TARGET_NAME!r}
+print(package.ToolCallError.__name__, package.runner.Runtime.run.__code__.co_filename)
+"""
+    done = subprocess.run([sys.executable, "-I", "-S", "-c", probe], capture_output=True,
+                          text=True, check=True, timeout=30)
+    assert done.stdout.split() == ["ToolCallError", program.SOURCE_FILENAME]
 
 
 @pytest.mark.parametrize("data", [
@@ -213,7 +247,7 @@ def test_the_cap_counts_the_serialized_log_array_exactly(limit: int, fits: bool)
 
 
 def test_json_problem_in_kernel() -> None:
-    problem = _inkernel.json_problem
+    problem = values.json_problem
     assert problem({"a": [1, 2.5, "x", None, True]}) is None
     assert "set" in (problem({"a": {1}}) or "")
     assert "at a" in (problem({"a": {1}}) or "")
@@ -227,7 +261,7 @@ def test_json_problem_in_kernel() -> None:
     shared = [1]
     assert problem([shared, shared]) is None
     deep: list[object] = []
-    for _ in range(_inkernel.MAX_DEPTH - 1):
+    for _ in range(values.MAX_DEPTH - 1):
         deep = [deep]
     assert problem(deep) is None  # MAX_DEPTH arrays
     assert "nested more than 500 levels deep (at [0][0]" in (problem([deep]) or "")
@@ -277,25 +311,30 @@ def test_program_cell_passes_helpers_keep_and_signatures() -> None:
     ("7", False),
 ])
 def test_one_ipykernel_version_check(version: str, ok: bool) -> None:
-    problem = _inkernel.ipykernel_problem(version, " in the kernel")
+    problem = runner.ipykernel_problem(version, " in the kernel")
     assert (problem is None) == ok
     if problem is not None:
         assert problem.startswith(f"needs ipykernel >= 7.4 in the kernel (found {version})")
-    assert _inkernel.ipykernel_problem(None) == "needs ipykernel >= 7.4: it is not installed"
+    assert runner.ipykernel_problem(None) == "needs ipykernel >= 7.4: it is not installed"
 
 
-def test_importing_the_inkernel_module_on_the_host_changes_nothing() -> None:
-    """The host imports ``_inkernel`` for its names: that must load only the standard
-    library (no ``comm``, ``zmq`` or IPython) and patch nothing."""
+def test_importing_the_inkernel_package_on_the_host_changes_nothing() -> None:
+    """The host imports ``inkernel`` for its message shapes and names: that must load only
+    the standard library (no ``comm``, ``zmq`` or IPython) and patch nothing."""
+    directory = Path(_loader.__file__).parent
     probe = f"""\
 import importlib.util, sys
 before = set(sys.modules)
 stdout_flush = sys.stdout.flush
-spec = importlib.util.spec_from_file_location("probe", {str(inject.SOURCE_PATH)!r})
+spec = importlib.util.spec_from_file_location(
+    "probe", {str(directory / "__init__.py")!r}, submodule_search_locations=[{str(directory)!r}])
 module = importlib.util.module_from_spec(spec)
+sys.modules["probe"] = module
 spec.loader.exec_module(module)
+for name in {list(_loader.MODULES[:-1])!r}:
+    __import__("probe." + name)
 loaded = set(sys.modules) - before
-print(sorted(n for n in loaded if n.partition(".")[0] not in sys.stdlib_module_names))
+print(sorted(n for n in loaded if n.partition(".")[0] not in {*sys.stdlib_module_names, "probe"}))
 print(sys.stdout.flush == stdout_flush)
 """
     done = subprocess.run([sys.executable, "-I", "-c", probe], capture_output=True, text=True,
@@ -359,7 +398,7 @@ def test_memory_cap_below_a_kernels_footprint_is_rejected() -> None:
 
 
 def test_output_logs_share_the_runtime_budget() -> None:
-    from dsh_jupyter.kernel.logs import ENTRY_OVERHEAD, OutputBudget
+    from dsh_jupyter.kernel.run.logs import ENTRY_OVERHEAD, OutputBudget
 
     budget = OutputBudget(1000)
     first, second = OutputLog(10_000, budget), OutputLog(10_000, budget)
@@ -378,7 +417,7 @@ def test_output_logs_share_the_runtime_budget() -> None:
 
 
 def test_json_size_counts_escapes_without_encoding() -> None:
-    from dsh_jupyter.kernel.logs import json_size
+    from dsh_jupyter.kernel.run.logs import json_size
 
     for text in ["", "plain", 'quote " and \\ backslash', "tab\tnew\nline\x01\x1f\x7f",
                  "é", "日本", "\ud800"]:
@@ -401,7 +440,7 @@ def test_text_that_is_not_utf8_is_decoded_not_dropped() -> None:
     """ipykernel sends a printed file name's undecodable bytes raw (surrogateescape): the
     host decodes them the same way (the result escapes them) instead of dropping the
     message."""
-    from dsh_jupyter.kernel.wire import WireCodec
+    from dsh_jupyter.kernel.transport.wire import WireCodec
 
     codec = WireCodec(b"key")
     _, frames = codec.encode("stream", {"name": "stdout", "text": "name \udcff\n"})

@@ -21,9 +21,9 @@ from tree_support import (
     mount_tmpfs,
 )
 
-from dsh_jupyter.kernel import removal
-from dsh_jupyter.kernel.sandbox import confinement_problem
-from dsh_jupyter.kernel.workspace import remove_tree
+from dsh_jupyter.kernel.confine.sandbox import confinement_problem
+from dsh_jupyter.kernel.run import removal
+from dsh_jupyter.kernel.run.workspace import remove_tree
 
 AS_ROOT_ONLY = pytest.mark.skipif(
     os.geteuid() != 0, reason="already an ordinary user: the tests as this user cover it")

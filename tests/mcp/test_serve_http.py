@@ -25,7 +25,7 @@ from mcp_support import eventually
 from serve_support import HttpServe, browser_posts, http_serve, serve_env, served_facts
 
 from dsh_jupyter import ToolRegistry
-from dsh_jupyter.kernel import removal
+from dsh_jupyter.kernel.run import removal
 from dsh_jupyter.mcp import connect_mcp
 
 pytestmark = pytest.mark.timeout(120)

@@ -29,9 +29,11 @@ import zmq
 import zmq.utils.garbage as zmq_garbage
 
 from dsh_jupyter import AbortSignal, ToolCall, ToolRegistry, ToolResult, ToolRunContext, define_tool
-from dsh_jupyter.kernel import KernelRuntime, KernelRuntimeConfig, proctree, removal
-from dsh_jupyter.kernel.carrier import SocketCarrier
-from dsh_jupyter.kernel.connection import KernelConnection
+from dsh_jupyter.kernel import KernelRuntime, KernelRuntimeConfig
+from dsh_jupyter.kernel.launch import proctree
+from dsh_jupyter.kernel.run import removal
+from dsh_jupyter.kernel.transport.carrier import SocketCarrier
+from dsh_jupyter.kernel.transport.connection import KernelConnection
 from dsh_jupyter.registry import ToolDefinition
 
 SCALES = ("default", "short", "long")

@@ -31,7 +31,7 @@ from reliability_support import (
 )
 
 from dsh_jupyter import ToolRunContext
-from dsh_jupyter.kernel import proctree
+from dsh_jupyter.kernel.launch import proctree
 from dsh_jupyter.registry import ToolDefinition
 from dsh_jupyter.runtime import FunctionBindings, RunRequest
 

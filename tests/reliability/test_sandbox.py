@@ -13,8 +13,8 @@ import pytest
 from reliability_support import Harness, echo_body, json_tool, none_marked, run_code
 
 from dsh_jupyter.kernel import KernelRuntimeConfig
+from dsh_jupyter.kernel.confine.sandbox import SandboxConfig, confinement_problem
 from dsh_jupyter.kernel.gateway_config import GatewayConfig
-from dsh_jupyter.kernel.sandbox import SandboxConfig, confinement_problem
 
 pytestmark = [pytest.mark.kernel, pytest.mark.timeout(60)]
 

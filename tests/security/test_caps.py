@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 from reliability_support import Harness, code_registry, returned_by, rss_bytes, run_code
 
-from dsh_jupyter.kernel.caps import RUNTIME_PREFIX, cgroup_problem, find_cgroup_parents
-from dsh_jupyter.kernel.sandbox import SandboxConfig, confinement_problem
+from dsh_jupyter.kernel.confine.caps import RUNTIME_PREFIX, cgroup_problem, find_cgroup_parents
+from dsh_jupyter.kernel.confine.sandbox import SandboxConfig, confinement_problem
 
 pytestmark = [pytest.mark.kernel, pytest.mark.timeout(120),
               pytest.mark.skipif(confinement_problem() is not None,
@@ -145,7 +145,7 @@ def test_a_dead_hosts_cgroups_and_kernels_are_swept() -> None:
     import subprocess
     import time
 
-    from dsh_jupyter.kernel.caps import RuntimeCgroups
+    from dsh_jupyter.kernel.confine.caps import RuntimeCgroups
 
     dead = subprocess.Popen(["true"])
     dead.wait()  # a PID no host has any more

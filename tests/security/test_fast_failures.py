@@ -11,7 +11,7 @@ import pytest
 from reliability_support import Harness, code_registry, echo_body, json_tool, returned_by, run_code
 
 from dsh_jupyter import ToolRunContext, define_tool
-from dsh_jupyter.kernel.workspace import SEED_HOME
+from dsh_jupyter.kernel.run.workspace import SEED_HOME
 
 pytestmark = [pytest.mark.kernel, pytest.mark.timeout(120)]
 

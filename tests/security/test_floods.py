@@ -16,7 +16,7 @@ from kernel_support import REPLY_FLOOD
 from reliability_support import Harness, code_registry, echo_body, json_tool, returned_by, run_code
 
 from dsh_jupyter import ToolRunContext
-from dsh_jupyter.kernel.logs import OutputBudget
+from dsh_jupyter.kernel.run.logs import OutputBudget
 
 pytestmark = [pytest.mark.kernel, pytest.mark.timeout(120)]
 

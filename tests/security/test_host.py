@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 from reliability_support import Harness, echo_body, json_tool, run_code
 
-from dsh_jupyter.kernel.sandbox import SandboxConfig, confinement_problem
+from dsh_jupyter.kernel.confine.sandbox import SandboxConfig, confinement_problem
 
 pytestmark = [pytest.mark.kernel, pytest.mark.timeout(90),
               pytest.mark.skipif(confinement_problem() is not None,

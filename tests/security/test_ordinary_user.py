@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from dsh_jupyter.kernel.sandbox import confinement_problem
+from dsh_jupyter.kernel.confine.sandbox import confinement_problem
 
 pytestmark = [pytest.mark.kernel, pytest.mark.timeout(120),
               pytest.mark.skipif(os.geteuid() != 0, reason="needs root to become another user "
@@ -35,7 +35,7 @@ HOST = r'''
 import asyncio, json, os, sys, warnings
 from dsh_jupyter import ToolCall, ToolRegistry
 from dsh_jupyter.kernel import KernelRuntime, KernelRuntimeConfig
-from dsh_jupyter.kernel.sandbox import SandboxConfig
+from dsh_jupyter.kernel.confine.sandbox import SandboxConfig
 
 PROGRAM = """
 import errno, os

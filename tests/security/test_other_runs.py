@@ -20,8 +20,8 @@ from reliability_support import Harness, code_registry, json_tool, returned_by, 
 
 from dsh_jupyter import ToolRunContext
 from dsh_jupyter.kernel import StatefulConfig
-from dsh_jupyter.kernel.sandbox import confinement_problem
-from dsh_jupyter.kernel.session import KernelSession
+from dsh_jupyter.kernel.confine.sandbox import confinement_problem
+from dsh_jupyter.kernel.run.session import KernelSession
 
 pytestmark = [pytest.mark.kernel, pytest.mark.timeout(90),
               pytest.mark.skipif(confinement_problem() is not None,

@@ -20,8 +20,8 @@ from pathlib import Path
 
 import pytest
 
-from dsh_jupyter.kernel.sandbox import confinement_problem, landlock_abi
-from dsh_jupyter.kernel.seccomp import filter_problem
+from dsh_jupyter.kernel.confine.sandbox import confinement_problem, landlock_abi
+from dsh_jupyter.kernel.confine.seccomp import filter_problem
 
 pytestmark = [pytest.mark.kernel, pytest.mark.timeout(120)]
 
@@ -30,7 +30,7 @@ SCRIPT = textwrap.dedent("""\
     from dsh_jupyter import AbortSignal
     from dsh_jupyter.errors import CodeModeError
     from dsh_jupyter.kernel import KernelRuntime, KernelRuntimeConfig
-    from dsh_jupyter.kernel.sandbox import UnconfinedWarning
+    from dsh_jupyter.kernel.confine.sandbox import UnconfinedWarning
     from dsh_jupyter.runtime import FunctionBindings
 
     PROGRAM = '''
@@ -60,7 +60,7 @@ SCRIPT = textwrap.dedent("""\
         return {"confined": runtime.confined, "warnings": messages, "value": first.value}
 
     async def main():
-        from dsh_jupyter.kernel.sandbox import SandboxConfig
+        from dsh_jupyter.kernel.confine.sandbox import SandboxConfig
         report = {"auto": await run(), "none": await run(sandbox=None),
                   "no namespaces": await run(sandbox=SandboxConfig(namespaces=False))}
         try:

@@ -21,14 +21,14 @@ from typing import Any
 import pytest
 from reliability_support import Harness, echo_body, json_tool, run_code
 
-from dsh_jupyter.kernel.sandbox import (
+from dsh_jupyter.kernel.confine.sandbox import (
     KERNEL_HOSTNAME,
     UNPRIVILEGED_IDS,
     SandboxConfig,
     confinement_problem,
     landlock_abi,
 )
-from dsh_jupyter.kernel.seccomp import DENIED, filter_problem
+from dsh_jupyter.kernel.confine.seccomp import DENIED, filter_problem
 
 pytestmark = [pytest.mark.kernel, pytest.mark.timeout(90),
               pytest.mark.skipif(confinement_problem() is not None,
@@ -128,7 +128,7 @@ return seen
 async def test_masked_proc(harness: Harness, launcher: str) -> None:
     """``/proc``'s sensitive files, as runc and bubblewrap mask them: the read-only ones
     refuse every write, the masked ones read as empty, and nothing can be remounted."""
-    from dsh_jupyter.kernel._confine import PROC_MASKED, PROC_READ_ONLY
+    from dsh_jupyter.kernel.confine._confine.root import PROC_MASKED, PROC_READ_ONLY
 
     seen = await attack(harness, MASKED.format(read_only=PROC_READ_ONLY, masked=PROC_MASKED),
                         launcher=launcher)

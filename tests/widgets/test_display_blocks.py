@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from dsh_jupyter._images import check_image
-from dsh_jupyter.kernel.displays import NOTE_METADATA
+from dsh_jupyter.kernel.run.displays import NOTE_METADATA
 from dsh_jupyter.runtime import Display
 from dsh_jupyter.widgets import display_block
 from dsh_jupyter.widgets.displays import MAX_HTML_CHARS, frame_height
