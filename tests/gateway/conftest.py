@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import sys
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -18,10 +18,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "kernel"))
 
 pytest.importorskip("websockets", reason="remote kernels need the gateway extra")
 
-from gateway_support import GATEWAY_BIN, GatewayRuntimeFactory, LocalGateway, start_gateway
+from gateway_support import GATEWAY_BIN, LocalGateway, start_gateway
 from kernel_support import Recorder
 
-from dsh_jupyter.kernel import KernelRuntime, KernelRuntimeConfig
+from dsh_jupyter.kernel import KernelRuntimeConfig
 
 if not GATEWAY_BIN.exists():
     pytest.skip("jupyter-kernelgateway is not installed", allow_module_level=True)
@@ -39,23 +39,10 @@ def gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalGateway]:
 
 
 @pytest.fixture
-async def make_runtime(gateway: LocalGateway) -> AsyncIterator[GatewayRuntimeFactory]:
-    """``await make_runtime(**config)``: an entered runtime whose kernels come from the
-    session's gateway (``gateway=`` overrides it), disposed after the test."""
-    runtimes: list[KernelRuntime] = []
-
-    async def make(**overrides: object) -> KernelRuntime:
-        options: dict[str, object] = {"pool_size": 0, "gateway": gateway.config(),
-                                      "startup_seconds": 30.0}
-        options.update(overrides)
-        runtime = KernelRuntime(KernelRuntimeConfig(**options))  # type: ignore[arg-type]
-        await runtime.__aenter__()
-        runtimes.append(runtime)
-        return runtime
-
-    yield make
-    for runtime in runtimes:
-        await runtime.aclose()
+def runtime_defaults(gateway: LocalGateway) -> KernelRuntimeConfig:
+    """``make_runtime`` (tests/conftest.py) here starts kernels on the session's gateway
+    (``gateway=`` overrides it)."""
+    return KernelRuntimeConfig(pool_size=0, gateway=gateway.config(), startup_seconds=30.0)
 
 
 @pytest.fixture

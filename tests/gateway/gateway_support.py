@@ -17,11 +17,11 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
+from runtime_support import RuntimeFactory
 
 from dsh_jupyter.kernel.gateway_config import GatewayConfig
 
@@ -128,7 +128,5 @@ def _wait_answering(gateway: LocalGateway, seconds: float) -> bool:
     return False
 
 
-from dsh_jupyter.kernel import KernelRuntime  # noqa: E402
-
-GatewayRuntimeFactory = Callable[..., Awaitable[KernelRuntime]]
-"""The type of the gateway runtime fixture: ``await make(**config)``."""
+GatewayRuntimeFactory = RuntimeFactory
+"""``make_runtime`` here (tests/conftest.py's, on the gateway's ``runtime_defaults``)."""
