@@ -7,7 +7,7 @@ global layer and agent scopes) take a :class:`LayerOwner`; Code Mode
 :class:`~dsh_jupyter.registry.core.RegistryCore` implements both structurally and is
 the only module that knows the concrete class, so none of those modules imports it
 (not even for type checking) and the package has no import cycle
-(``tests/test_import_cycles.py``).
+(``tests/unit/test_import_cycles.py``).
 
 Which members are public API, and why:
 

@@ -151,7 +151,8 @@ def new_execution(token: ExecutionToken, call_id: str, name: str, arguments: Jso
     generated ``__init__`` (keyword parsing, then ``object.__setattr__`` per field) costs
     about a microsecond for each, a tenth of a whole call through the pipeline; setting
     the slots through their own descriptors, as that ``__init__`` ends up doing, costs
-    half as much. Same object (``tests/test_pipeline.py`` compares the two, field by field).
+    half as much. Same object (``tests/unit/registry/test_pipeline.py`` compares the two,
+    field by field).
     """
     execution: ToolExecution = _new(ToolExecution)
     _e_token(execution, token)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import re
 import subprocess
 import sys
 
@@ -17,7 +18,8 @@ REFUSED = pytest.fail.Exception
 
 
 def test_starting_a_subprocess_or_forking_fails(nothing_started: list[str]) -> None:
-    with pytest.raises(REFUSED, match=r"started a subprocess \(true\): it belongs in tests/"):
+    with pytest.raises(REFUSED, match=r"started a subprocess \(true\) from "
+                       r"tests/unit/test_unit_guard\.py:\d+: it belongs in tests/kernel/"):
         subprocess.run(["true"], check=False)
     with pytest.raises(REFUSED, match=r"a process \(os\.fork\)"):
         os.fork()
@@ -44,7 +46,8 @@ async def test_asyncio_subprocesses_and_kernels_fail(nothing_started: list[str])
 def test_a_swallowed_refusal_is_still_seen(nothing_started: list[str]) -> None:
     with contextlib.suppress(BaseException):  # code under test that catches everything
         subprocess.run(["true"], check=False)
-    assert nothing_started == [
-        "a unit test started a subprocess (true): it belongs in tests/kernel/ or "
-        "tests/integration/"]
+    [said] = nothing_started
+    assert re.fullmatch(r"a unit test started a subprocess \(true\) from tests/unit/"
+                        r"test_unit_guard\.py:\d+: it belongs in tests/kernel/ or "
+                        r"tests/integration/", said), said
     nothing_started.clear()  # left in, the guard fails this test at teardown
