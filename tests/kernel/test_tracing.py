@@ -73,8 +73,11 @@ async def code_runtime(request: pytest.FixtureRequest) -> AsyncIterator[CodeRunt
         yield runtime
 
 
-def echo(*, delay: float = 0.0, safe: bool = False, timeout_ms: float | None = None) -> Any:
+def echo(*, delay: float = 0.0, safe: bool = False, timeout_ms: float | None = None,
+         started: asyncio.Event | None = None) -> Any:
     async def body(args: Any, ctx: ToolRunContext) -> str:
+        if started is not None:
+            started.set()
         if delay:  # settles early when the call is stopped (a timeout, a cancellation)
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(ctx.signal.wait(), delay)
@@ -356,10 +359,11 @@ async def test_a_cancelled_run_ends_every_span_as_an_error(
 async def test_a_native_call_cancelled_before_its_body_settles_ends_its_span(
         traces: Traces) -> None:
     registry = ToolRegistry()
-    registry.register(echo(delay=10))
+    started = asyncio.Event()
+    registry.register(echo(delay=10, started=started))
     registry.instrument(traces.provider)
     task = asyncio.create_task(registry.execute(call()))
-    await asyncio.sleep(0.05)
+    await asyncio.wait_for(started.wait(), 10)
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task
