@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-pytest.importorskip("mcp.client")  # "mcp" alone could resolve to the tests/integration/mcp folder
+pytest.importorskip("mcp.client")  # "mcp" alone could resolve to the tests/unit/mcp folder
 
 from mcp import types
 from mcp_support import call

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-pytest.importorskip("mcp.client")  # "mcp" alone could resolve to the tests/integration/mcp folder
+pytest.importorskip("mcp.client")  # "mcp" alone could resolve to the tests/unit/mcp folder
 
 from serve_support import LOG_ENV, browser_posts, served_facts, served_registry
 

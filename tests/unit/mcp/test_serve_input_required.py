@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-pytest.importorskip("mcp.client")  # "mcp" alone could resolve to the tests/integration/mcp folder
+pytest.importorskip("mcp.client")  # "mcp" alone could resolve to the tests/unit/mcp folder
 
 from mcp import Client, MCPError
 from mcp.types import ElicitRequest, ElicitResult, InputRequiredResult, TextContent
