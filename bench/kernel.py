@@ -44,7 +44,7 @@ from dsh_jupyter.kernel.transport.connection import KernelConnection
 from dsh_jupyter.runtime import FunctionBindings, RunRequest
 
 NEVER = AbortSignal.never()
-GATEWAY_TESTS = Path(__file__).resolve().parents[1] / "tests" / "gateway"
+TESTS = Path(__file__).resolve().parents[1] / "tests"
 
 
 async def echo(args: JsonValue) -> JsonValue:
@@ -299,7 +299,8 @@ async def gateway_ready_times(gateway: GatewayConfig, samples: int) -> tuple[lis
 async def gateway_figures(n: int) -> None:
     """The same measures on kernels started by a Jupyter Kernel Gateway on 127.0.0.1 (started
     here, rate limit off as docs/remote-kernels.md recommends)."""
-    sys.path.insert(0, str(GATEWAY_TESTS))
+    # gateway_support, and the runtime_support it imports
+    sys.path[:0] = [str(TESTS / "integration" / "gateway"), str(TESTS / "support")]
     from gateway_support import start_gateway
 
     with tempfile.TemporaryDirectory(prefix="dsh-bench-gateway-") as directory:

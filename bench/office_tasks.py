@@ -14,7 +14,7 @@ the same data the tools serve, so a replayed answer is what the calls returned.
 A few recordings are deliberately wrong (``FAILURES``), as real runs are: an
 arithmetic slip, a missed row, a program that counted cancelled meetings; tasks
 with a failure carry three samples, replayed in turn by ``repeats``, so pass@k
-differs from pass@1. ``tests/evaluation/test_eval_office.py`` holds the outcome
+differs from pass@1. ``tests/integration/evaluation/test_eval_office.py`` holds the outcome
 of every recording, so an edit here that changes one shows up there.
 """
 

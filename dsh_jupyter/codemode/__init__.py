@@ -2,7 +2,7 @@
 registry's tools through a generated SDK (see ``docs/code-mode.md``).
 
 The package plugs into the registry core through its seams, and the core imports none of
-it (``tests/test_import_cycles.py``):
+it (``tests/unit/test_import_cycles.py``):
 
 - :mod:`.registry`: ``ToolRegistry``, the core with Code Mode plugged in;
 - :mod:`.mode`: :class:`CodeMode`, what the core sees (the ``run_code`` transport, the

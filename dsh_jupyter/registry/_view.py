@@ -7,7 +7,7 @@ assembly (``assembly.py``) take a :class:`RegistryView`; Code Mode
 nothing of this module). :class:`~dsh_jupyter.registry.core.RegistryCore` implements
 both structurally and is the only module that knows the concrete class, so none of
 those modules imports it (not even for type checking) and the package has no import
-cycle (``tests/test_import_cycles.py``).
+cycle (``tests/unit/test_import_cycles.py``).
 
 Which members are public API, and why:
 

@@ -6,10 +6,10 @@ not by their classes (:class:`~.scope.AgentScope`,
 :class:`~.definition.ToolDefinition`). Both classes depend on this module (a
 definition's body takes a :class:`ToolRunContext`, a scope holds hooks that take a
 :class:`ToolExecution`), so naming them here would close an import cycle, even one only
-mypy follows (``tests/test_import_cycles.py``). Every scope and definition satisfies its
-view (``tests/test_scopes.py``, ``tests/test_definitions.py``), and the registry's reads
-(``registry.visible(ctx.agent)``, ``registry.get(name, ctx.agent)`` ...) take a
-:class:`ScopeView`.
+mypy follows (``tests/unit/test_import_cycles.py``). Every scope and definition satisfies
+its view (``tests/unit/registry/test_scopes.py``, ``test_definitions.py`` beside it), and
+the registry's reads (``registry.visible(ctx.agent)``, ``registry.get(name, ctx.agent)``
+...) take a :class:`ScopeView`.
 """
 
 from __future__ import annotations
@@ -210,7 +210,8 @@ def new_execution(token: ExecutionToken, call_id: str, name: str, arguments: Jso
     generated ``__init__`` (keyword parsing, then ``object.__setattr__`` per field) costs
     about a microsecond for each, a tenth of a whole call through the pipeline; setting
     the slots through their own descriptors, as that ``__init__`` ends up doing, costs
-    half as much. Same object (``tests/test_pipeline.py`` compares the two, field by field).
+    half as much. Same object (``tests/unit/registry/test_pipeline.py`` compares the two,
+    field by field).
     """
     execution: ToolExecution = _new(ToolExecution)
     _e_token(execution, token)

@@ -1,9 +1,9 @@
-"""Shared fixtures for kernel runtime tests: runtimes on real kernels, recording bindings."""
+"""Shared fixtures for kernel runtime tests: runtimes on real kernels (``make_runtime`` is
+tests/conftest.py's), recording bindings."""
 
 from __future__ import annotations
 
 import sys
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
@@ -15,25 +15,7 @@ except ModuleNotFoundError:  # running from a checkout that is not installed
 
 from kernel_support import Recorder, RuntimeFactory
 
-from dsh_jupyter.kernel import KernelRuntime, KernelRuntimeConfig
-
-
-@pytest.fixture
-async def make_runtime() -> AsyncIterator[RuntimeFactory]:
-    """``await make_runtime(**config)``: an entered runtime, disposed after the test."""
-    runtimes: list[KernelRuntime] = []
-
-    async def make(**overrides: object) -> KernelRuntime:
-        options: dict[str, object] = {"pool_size": 0}
-        options.update(overrides)
-        runtime = KernelRuntime(KernelRuntimeConfig(**options))  # type: ignore[arg-type]
-        await runtime.__aenter__()
-        runtimes.append(runtime)
-        return runtime
-
-    yield make
-    for runtime in runtimes:
-        await runtime.aclose()
+from dsh_jupyter.kernel import KernelRuntime
 
 
 @pytest.fixture(params=["comm", "socket"])

@@ -6,6 +6,9 @@ import asyncio
 import os
 from collections.abc import Awaitable, Callable
 
+# make_runtime's type (tests/conftest.py), re-exported: the kernel tests import it from here.
+from runtime_support import RuntimeFactory as RuntimeFactory
+
 from dsh_jupyter.abort import AbortSignal
 from dsh_jupyter.json_value import JsonValue
 from dsh_jupyter.kernel import KernelRuntime
@@ -45,9 +48,6 @@ async def run(runtime: KernelRuntime, program: str,
     return await runtime.run(RunRequest(program, FunctionBindings(bindings or {}),
                              signal or AbortSignal.never()))
 
-
-RuntimeFactory = Callable[..., Awaitable[KernelRuntime]]
-"""The type of the ``make_runtime`` fixture: ``await make_runtime(**config)``."""
 
 
 KERNEL_IDENTITY = """\

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 from kernel_support import Bindings, RuntimeFactory
+from waiting_support import eventually
 
 from dsh_jupyter.json_value import JsonValue
 from dsh_jupyter.kernel import KernelRuntime, StatefulConfig
@@ -18,6 +19,17 @@ pytestmark = [pytest.mark.kernel, pytest.mark.timeout(90)]
 
 async def echo(args: JsonValue) -> JsonValue:
     return args
+
+
+def announcer(event: asyncio.Event) -> Bindings:
+    """``tools.started({})``: a program says it is running (instead of the test sleeping
+    until it probably is)."""
+
+    async def started(args: JsonValue) -> JsonValue:
+        event.set()
+        return None
+
+    return {"started": started}
 
 
 async def run_in(runtime: KernelRuntime, session: str | None, program: str,
@@ -79,8 +91,10 @@ async def test_reset_during_a_run_fails_it_and_says_the_state_is_lost(
         make_runtime: RuntimeFactory) -> None:
     runtime = await make_runtime(stateful=StatefulConfig())
     ok(await run_in(runtime, "a", "x = 1"))
-    running = asyncio.ensure_future(run_in(runtime, "a", "await asyncio.sleep(30)"))
-    await asyncio.sleep(0.5)
+    started = asyncio.Event()
+    running = asyncio.ensure_future(run_in(
+        runtime, "a", "await tools.started({})\nawait asyncio.sleep(30)", announcer(started)))
+    await asyncio.wait_for(started.wait(), 30)
     assert await runtime.reset("a") is True
     result = await running
     assert result.failure is not None and result.failure.kind == "kernel-exit"
@@ -94,9 +108,14 @@ async def test_sessions_are_separate_even_when_running_at_once(
     files (at the same paths) and processes, from inside its own program."""
     runtime = await make_runtime(stateful=StatefulConfig(), pool_size=2)
     wrote: asyncio.Future[JsonValue] = asyncio.get_running_loop().create_future()
+    read = asyncio.Event()
 
     async def on_wrote(args: JsonValue) -> JsonValue:
         wrote.set_result(args)
+        return None
+
+    async def hold(args: JsonValue) -> JsonValue:  # a runs until b has read
+        await read.wait()
         return None
 
     writer = asyncio.ensure_future(run_in(runtime, "a", (
@@ -107,8 +126,8 @@ async def test_sessions_are_separate_even_when_running_at_once(
         "here = pathlib.Path('a-cwd-file').resolve()\n"
         "here.write_text(secret)\n"
         "await tools.wrote({'files': [str(place), str(here)]})\n"
-        "await asyncio.sleep(2)\n"
-        "return 'done'"), {"wrote": on_wrote}))
+        "await tools.hold({})\n"
+        "return 'done'"), {"wrote": on_wrote, "hold": hold}))
     written = await asyncio.wait_for(wrote, 30)
     assert isinstance(written, dict)
     reader = await run_in(runtime, "b", (
@@ -119,6 +138,7 @@ async def test_sessions_are_separate_even_when_running_at_once(
         "        [os.path.exists(f) for f in files], len(pids)]"))
     seen = ok(reader)
     assert isinstance(seen, list) and not writer.done()  # b ran while a was running
+    read.set()
     assert seen[:3] == [False, False, [False, False]]
     if runtime.confined:  # its own processes only
         assert isinstance(seen[3], int) and seen[3] < 10, seen
@@ -149,7 +169,13 @@ async def test_a_kernel_that_died_between_runs_fails_the_next_one_clearly(
     ok(await run_in(runtime, "a", (
         "import os, signal, threading\n"
         "threading.Timer(0.2, os.kill, (os.getpid(), signal.SIGKILL)).start()")))
-    await asyncio.sleep(1.0)
+    kept = runtime._sessions._open["a"].kernel  # type: ignore[union-attr]
+    assert kept is not None
+
+    async def died() -> bool:
+        return not await kept.process.is_alive()
+
+    await eventually(died)
     late = await run_in(runtime, "a", "return 1")
     assert late.failure is not None and late.failure.kind == "kernel-exit"
     assert "since the last run; this conversation's kernel was stopped" in late.failure.message
@@ -194,8 +220,7 @@ async def test_idle_sessions_expire(make_runtime: RuntimeFactory) -> None:
     runtime = await make_runtime(stateful=StatefulConfig(idle_seconds=0.5))
     ok(await run_in(runtime, "a", "x = 1"))
     assert [s.key for s in runtime.sessions] == ["a"]
-    await asyncio.sleep(1.0)
-    assert not runtime.sessions
+    await eventually(lambda: not runtime.sessions, seconds=10)
     later = await run_in(runtime, "a", "return 'x' in globals()")
     assert ok(later) is False and later.facts["session.new"] is True
 
@@ -265,12 +290,15 @@ async def test_an_abort_ends_the_session_and_a_waiting_run_can_be_aborted(
     runtime = await make_runtime(stateful=StatefulConfig())
     ok(await run_in(runtime, "a", "x = 1"))
     stop_running, stop_waiting = AbortController(), AbortController()
+    started = asyncio.Event()
     running = asyncio.ensure_future(runtime.run(
-        RunRequest("await asyncio.sleep(30)", FunctionBindings({}), stop_running.signal,
-                   session="a")))
+        RunRequest("await tools.started({})\nawait asyncio.sleep(30)",
+                   FunctionBindings(announcer(started)), stop_running.signal, session="a")))
+    await asyncio.wait_for(started.wait(), 30)  # it holds the session: the next run waits
     waiting = asyncio.ensure_future(runtime.run(
         RunRequest("return x", FunctionBindings({}), stop_waiting.signal, session="a")))
-    await asyncio.sleep(0.5)
+    turn = runtime._sessions._open["a"].lock  # type: ignore[union-attr]
+    await eventually(lambda: turn._waiters)  # the second run waits for its turn
     stop_waiting.abort("the user gave up waiting")
     gave_up = await waiting
     assert gave_up.failure is not None and gave_up.failure.kind == "abort"

@@ -21,7 +21,7 @@ from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
 
 HERE = Path(__file__).parent
-sys.path.insert(0, str(HERE.parents[1] / "mcp"))
+sys.path.insert(0, str(HERE.parents[1] / "support"))
 
 from npm_support import npm_bin  # noqa: E402
 

@@ -1,0 +1,127 @@
+"""A throwaway JupyterLab server for browser tests.
+
+It listens on 127.0.0.1 without a token, with its own config, data, runtime and
+IPython directories (nothing from ~/.jupyter leaks in), serves ``root`` and is
+stopped by its PID, process group included (the kernels it started too). It runs on
+this interpreter, or on ``python`` (another venv's, e.g. :func:`lab_only_venv`'s),
+whose own kernel its notebooks then run on.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+
+@dataclass(frozen=True)
+class LabServer:
+    url: str
+    root: Path
+    log: Path
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@contextlib.contextmanager
+def jupyterlab(root: Path, home: Path, *, start_timeout: float = 60.0,
+               python: str | os.PathLike[str] = sys.executable) -> Iterator[LabServer]:
+    port = _free_port()
+    dirs = {name: home / name for name in ("config", "data", "runtime", "ipython", "home",
+                                           "settings", "workspaces")}
+    for path in dirs.values():
+        path.mkdir(parents=True, exist_ok=True)
+    notification = dirs["settings"] / "@jupyterlab" / "apputils-extension"
+    notification.mkdir(parents=True)
+    # No "get notified about news?" toast over the screenshots, no update check.
+    (notification / "notification.jupyterlab-settings").write_text(
+        json.dumps({"fetchNews": "false", "checkForUpdates": False}))
+    env = {**os.environ, "JUPYTER_CONFIG_DIR": str(dirs["config"]),
+           "JUPYTER_DATA_DIR": str(dirs["data"]), "JUPYTER_RUNTIME_DIR": str(dirs["runtime"]),
+           "IPYTHONDIR": str(dirs["ipython"]), "HOME": str(dirs["home"]),
+           "JUPYTER_PLATFORM_DIRS": "1", "PYTHONUNBUFFERED": "1"}
+    log = home / "jupyterlab.log"
+    command = [os.fspath(python), "-m", "jupyterlab", "--no-browser", "--allow-root",
+               "--ip=127.0.0.1", f"--port={port}", "--ServerApp.port_retries=0",
+               "--IdentityProvider.token=", "--ServerApp.password=",
+               "--ServerApp.disable_check_xsrf=True", f"--ServerApp.root_dir={root}",
+               "--LabApp.expose_app_in_browser=True", "--LabApp.news_url=None",
+               "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate",
+               f"--LabApp.user_settings_dir={dirs['settings']}",
+               f"--LabApp.workspaces_dir={dirs['workspaces']}"]
+    with open(log, "wb") as out:
+        process = subprocess.Popen(command, env=env, stdout=out, stderr=subprocess.STDOUT,
+                                   start_new_session=True)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        _wait_ready(url, process, log, start_timeout)
+        yield LabServer(url=url, root=root, log=log)
+    finally:
+        _stop(process)
+
+
+def _wait_ready(url: str, process: subprocess.Popen[bytes], log: Path, timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise RuntimeError(f"JupyterLab exited with {process.returncode}:\n"
+                               + log.read_text(errors="replace")[-4000:])
+        try:
+            with urllib.request.urlopen(f"{url}/api/status", timeout=2) as response:
+                if response.status == 200:
+                    return
+        except OSError:
+            pass
+        time.sleep(0.2)
+    raise TimeoutError(f"JupyterLab did not answer within {timeout:g} s:\n"
+                       + log.read_text(errors="replace")[-4000:])
+
+
+def _stop(process: subprocess.Popen[bytes]) -> None:
+    if process.poll() is None:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGTERM)
+        try:
+            process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(process.pid, signal.SIGKILL)
+            process.wait(timeout=10)
+    # Kernels the server started share its process group; make sure none survive.
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(process.pid, signal.SIGKILL)
+
+
+LAB_VENV = "DSH_LAB_VENV"
+"""Names a venv :func:`lab_only_venv` may use as it is (``.ci/run`` makes one)."""
+
+
+def lab_only_venv(directory: Path, *, timeout: float = 300.0) -> Path:
+    """The python of a venv holding this checkout with only its ``[lab]`` extra, as
+    README and the quickstart tell a new user to install it (``$DSH_LAB_VENV``'s, when
+    set; otherwise made in ``directory``, ~15 s with pip's cache warm)."""
+    given = os.environ.get(LAB_VENV)
+    if given:
+        return Path(given, "bin", "python")
+    venv = directory / "venv"
+    checkout = Path(__file__).resolve().parents[3]
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=60)
+    done = subprocess.run([str(venv / "bin" / "python"), "-m", "pip", "install", "--quiet",
+                           "--disable-pip-version-check", "-e", f"{checkout}[lab]"],
+                          timeout=timeout, capture_output=True, text=True)
+    if done.returncode != 0:
+        raise RuntimeError(f"pip install -e '.[lab]' failed:\n{done.stderr[-4000:]}")
+    return venv / "bin" / "python"
