@@ -8,7 +8,7 @@ failures) can be unit-tested in milliseconds; real runs use
 It runs the kernel's own code on both ends, so a program behaves as it does in a
 kernel: the in-kernel core (the package ``kernel/inkernel/``: the compiler, ``tools``, the
 call protocol, frames, tracebacks) is loaded from the same source, under the same
-file name, and every message goes through the host's :class:`~.kernel.run.bridge.Bridge`
+file name, and every message goes through the host's :class:`~.kernel.run.call_server.CallServer`
 as JSON, exactly as it crosses a comm. What differs is only the transport and the
 process: ``print`` is captured (writes to ``sys.stdout`` are not), and a timeout or an
 abort cancels the program's task instead of interrupting a kernel.
@@ -33,7 +33,7 @@ from .kernel.inject import inkernel_sources
 from .kernel.inkernel import _loader
 from .kernel.inkernel.messages import HostMessage
 from .kernel.inkernel.program import SOURCE_FILENAME
-from .kernel.run.bridge import Bridge, Done, done_result
+from .kernel.run.call_server import CallServer, Done, done_result
 from .kernel.run.displays import SafeObserver
 from .kernel.run.logs import OutputLog
 from .runtime import CodeRunFailure, CodeRunResult, FailureKind, RunRequest, RuntimeInfo
@@ -106,15 +106,15 @@ class InProcessRuntime:
 
         def to_kernel(message: HostMessage) -> None:  # host -> kernel, as JSON
             data = json.loads(json.dumps(message, ensure_ascii=False, allow_nan=False))
-            loop.call_soon(kernel.bridge.on_msg, {"content": {"data": data}})
+            loop.call_soon(kernel.client.on_msg, {"content": {"data": data}})
 
-        host = Bridge(bindings, to_kernel, max_pending_calls=limits.max_pending_calls,
+        host = CallServer(bindings, to_kernel, max_pending_calls=limits.max_pending_calls,
                       max_call_bytes=limits.max_call_bytes,
                       max_value_bytes=self.max_output_bytes)
         kernel = _core().Runtime(to_host, (_Stream(log, "stdout", over),
                                            _Stream(log, "stderr", over)))
         task = asyncio.ensure_future(
-            kernel.run(sorted(bindings.names), program, self.max_output_bytes,
+            kernel.execute(sorted(bindings.names), program, self.max_output_bytes,
                        dict(request.helpers), signatures=dict(request.signatures)))
         undo = signal.add_listener(lambda reason: settle(_failure("abort", reason)))
         timer = loop.call_later(self.wall_seconds, settle, _failure(

@@ -15,7 +15,7 @@ import sys
 import types
 from collections.abc import Iterable
 
-MODULES = ("messages", "values", "frames", "outputs", "bridge", "tools", "program", "runner",
+MODULES = ("messages", "values", "frames", "outputs", "call_client", "tools", "program", "runner",
            "__init__")
 """The package's modules, each after those it imports; ``__init__``, the package, last."""
 

@@ -60,9 +60,9 @@ from ..launch.forkserver import ForkLauncher, fork_supported
 from ..launch.stock import StockLauncher
 from . import fontcache
 from .files import OutputCollector
+from .live_kernel import KernelStartError, LiveKernel
 from .logs import OutputBudget
 from .pool import KernelPool
-from .session import KernelSession, KernelStartError
 from .stateful import SessionInfo, StatefulSessions
 from .workspace import SEED_HOME, create_runtime_directory, remove_tree
 
@@ -223,7 +223,7 @@ class KernelRuntime:
         session, pooled = obtained
         facts = self._facts("pool" if pooled else "cold", time.monotonic() - asked)
         try:
-            result = await session.run(request, signals, self._output_budget)
+            result = await session.execute(request, signals, self._output_budget)
             collector = self._collector(session)
             if collector is not None:  # the kernel is dead: its files hold still
                 collected = await asyncio.to_thread(collector.collect)
@@ -236,7 +236,7 @@ class KernelRuntime:
             self._background(session.close())
             self._fill_pool()
 
-    def _collector(self, session: KernelSession) -> OutputCollector | None:
+    def _collector(self, session: LiveKernel) -> OutputCollector | None:
         """The collector of a local kernel's ``outputs/``; ``None`` for a remote kernel,
         whose files come back through its connection (see ``remote_files``)."""
         if self.config.gateway is not None:
@@ -248,7 +248,7 @@ class KernelRuntime:
             self._pool.fill()  # after the run, so the next start does not compete with it
 
     async def _obtain(self, signals: tuple[AbortSignal, ...]
-                      ) -> tuple[KernelSession, bool] | CodeRunResult:
+                      ) -> tuple[LiveKernel, bool] | CodeRunResult:
         """A prepared kernel and whether it came from the pool, or the failed result of a
         run that could not have one."""
         try:
@@ -285,12 +285,12 @@ class KernelRuntime:
         self._cleanups.add(task)
         task.add_done_callback(self._cleanups.discard)
 
-    def _open_session(self) -> Awaitable[KernelSession]:
+    def _open_session(self) -> Awaitable[LiveKernel]:
         assert self._launcher is not None and self._context is not None
         assert self._directory is not None
-        return KernelSession.open(self._launcher, self.config, self._context, self._directory)
+        return LiveKernel.open(self._launcher, self.config, self._context, self._directory)
 
-    async def _take_or_open(self) -> tuple[KernelSession, bool]:
+    async def _take_or_open(self) -> tuple[LiveKernel, bool]:
         if self._pool is not None:
             pooled = await self._pool.take()
             if pooled is not None:
@@ -298,7 +298,7 @@ class KernelRuntime:
         return await self._open_session(), False
 
     async def _acquire(self, signals: tuple[AbortSignal, ...]
-                       ) -> tuple[KernelSession, bool] | None:
+                       ) -> tuple[LiveKernel, bool] | None:
         """A prepared kernel and whether it came from the pool, or ``None`` if a signal
         fired while it was being obtained."""
         starting = asyncio.ensure_future(self._take_or_open())

@@ -40,8 +40,8 @@ from ...runtime import CodeRunFailure, CodeRunResult, FailureKind, RunFact, RunR
 from ..launch import proctree
 from ..stateful_config import StatefulConfig
 from .files import OutputCollector
+from .live_kernel import LiveKernel
 from .logs import OutputBudget
-from .session import KernelSession
 from .watch import ComputeLimit
 
 STATE_LOST: Final = ("this conversation's kernel was stopped, so the variables and imports of "
@@ -70,7 +70,7 @@ class _Session:
 
     def __init__(self, key: str) -> None:
         self.key = key
-        self.kernel: KernelSession | None = None
+        self.kernel: LiveKernel | None = None
         self.runs = 0
         self.lock = asyncio.Lock()
         self.last_used = time.monotonic()
@@ -87,9 +87,9 @@ class _Session:
 
 
 Obtain = Callable[[tuple[AbortSignal, ...]],
-                  Awaitable["tuple[KernelSession, bool] | CodeRunResult"]]
+                  Awaitable["tuple[LiveKernel, bool] | CodeRunResult"]]
 """The runtime's way to get a prepared kernel (from the pool: ``True``), or a failed result."""
-Collector = Callable[[KernelSession], "OutputCollector | None"]
+Collector = Callable[[LiveKernel], "OutputCollector | None"]
 """The runtime's collector of a kernel's ``outputs/`` (``None`` where the run collects them
 itself: a remote kernel's come back through its connection)."""
 Facts = Callable[[str, float], dict[str, RunFact]]
@@ -184,7 +184,7 @@ class StatefulSessions:
             await kernel.connection.ready_iopub()  # what arrived between runs is no run's
         facts = self._facts(source, time.monotonic() - asked)
         session.runs += 1
-        result = await kernel.run(request, signals, budget, keep=True,
+        result = await kernel.execute(request, signals, budget, keep=True,
                                   compute=self._compute_limit(session))
         facts.update({"session.run_index": session.runs, "session.new": new,
                       "session.compute_seconds": round(session.compute_used(), 3)})
@@ -230,7 +230,7 @@ class StatefulSessions:
         if session.ended is None and not session.lock.locked():
             self._close(self._end(session, EXPIRED))
 
-    def _end(self, session: _Session, why: str) -> KernelSession | None:
+    def _end(self, session: _Session, why: str) -> LiveKernel | None:
         """Forget ``session``; its kernel, if it had one and was not ended yet. Closing the
         kernel is the caller's: a run in flight closes its own when it returns."""
         if session.ended is not None:
@@ -244,7 +244,7 @@ class StatefulSessions:
         kernel, session.kernel = session.kernel, None
         return kernel
 
-    def _close(self, kernel: KernelSession | None) -> None:
+    def _close(self, kernel: LiveKernel | None) -> None:
         if kernel is not None:
             self._background(kernel.close())
 
@@ -261,7 +261,7 @@ class StatefulSessions:
             await wait_quietly({asyncio.ensure_future(work)})
         return True
 
-    def end_all(self) -> Iterable[KernelSession]:
+    def end_all(self) -> Iterable[LiveKernel]:
         """End every session (the runtime is closing); their kernels, to close."""
         kernels = [self._end(session, "the runtime closed")
                    for session in list(self._open.values()) if not session.lock.locked()]

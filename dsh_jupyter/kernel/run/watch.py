@@ -6,7 +6,7 @@ Four watchers race to *settle* the run, and the first one wins:
   whether calls travel on the comm or the local socket): the kernel's ``done``
   message (result or program failure), the program closing its tools comm
   (``kernel-exit``: neither calls nor its result could reach the host any more), a
-  message over the size cap, or more than ``max_pending_calls`` of the bridge's
+  message over the size cap, or more than ``max_pending_calls`` of the call server's
   replies waiting for the kernel to read them (``call-limit``: the program fires
   calls without reading their results);
 - the iopub reader: the program cell going idle without a ``done``, or output over
@@ -18,8 +18,8 @@ Four watchers race to *settle* the run, and the first one wins:
 
 On ``timeout`` the kernel is interrupted and its remaining output read for a
 short grace period; then (and at once for every other outcome) the kernel's
-process tree is killed, the bridge stops answering, and the run waits for
-binding calls still in flight (see ``bridge``).
+process tree is killed, the call server stops answering, and the run waits for
+binding calls still in flight (see ``call_server``).
 
 A stateful session's run (``keep=True``) spares the kernel when the program
 reported its end (a result or its own exception) and its cell went idle within
@@ -55,7 +55,7 @@ from ..launch.base import KernelProcess
 from ..transport.calls import CallEvent, CallTransport, too_large
 from ..transport.channels import KernelChannels
 from ..transport.wire import Incoming, one_line
-from .bridge import Bridge, BuiltResult, done_result
+from .call_server import BuiltResult, CallServer, done_result
 from .displays import DisplayLog, SafeObserver
 from .files import Collected
 from .logs import OutputBudget, OutputLog
@@ -82,7 +82,7 @@ Outcome = DoneOkMessage | DoneErrorMessage | BuiltResult | CodeRunFailure | _Idl
 
 
 class PreparedKernel(Protocol):
-    """What a run uses of its kernel: a :class:`~.session.KernelSession` once prepared."""
+    """What a run uses of its kernel: a :class:`~.live_kernel.LiveKernel` once prepared."""
 
     @property
     def config(self) -> KernelRuntimeConfig: ...
@@ -134,7 +134,7 @@ class RunWatch:
             max_displays=self._config.max_displays, max_bytes=self._config.max_display_bytes,
             budget=budget, on_display=None if observer is None else observer.on_display)
         self._calls = session.call_transport()
-        self._bridge = Bridge(bindings, self._reply,
+        self._server = CallServer(bindings, self._reply,
                               max_pending_calls=self._config.max_pending_calls,
                               max_call_bytes=self._config.max_call_bytes,
                               max_value_bytes=self._config.max_output_bytes)
@@ -147,7 +147,7 @@ class RunWatch:
         self._iopub_seen = 0
         self._files = Collected(())
 
-    async def run(self, signals: Iterable[AbortSignal]) -> CodeRunResult:
+    async def watch(self, signals: Iterable[AbortSignal]) -> CodeRunResult:
         undos = [signal.add_listener(self._on_abort) for signal in signals]
         tasks: list[asyncio.Task[None]] = []
         try:
@@ -206,9 +206,9 @@ class RunWatch:
                 self._log.over_limit = True
             self._settle(event)
             return
-        # After settlement nothing from the kernel reaches the bridge (no new calls).
+        # After settlement nothing from the kernel reaches the call server (no new calls).
         if not self._outcome.done():
-            done = self._bridge.receive(event.data, event.size)
+            done = self._server.receive(event.data, event.size)
             if done is not None:
                 self._cell_over.set()
                 self._settle(done)
@@ -371,10 +371,10 @@ class RunWatch:
                 self._session.connection, workdir, self._config.output_limits,
                 min(COLLECT_SECONDS, self._config.wall_seconds))
         self._log.finish()  # the last partial lines reach an observer before it is closed
-        self._bridge.stop("the run ended")
+        self._server.stop("the run ended")
         if not self.kept:
             await self._session.process.kill()
-        await self._bridge.drain()
+        await self._server.drain()
 
     def _result(self, outcome: Outcome) -> CodeRunResult:
         logs = self._log.finish()
