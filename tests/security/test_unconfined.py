@@ -27,11 +27,10 @@ pytestmark = [pytest.mark.kernel, pytest.mark.timeout(120)]
 
 SCRIPT = textwrap.dedent("""\
     import asyncio, json, os, sys, warnings
-    from dsh_jupyter import AbortSignal
     from dsh_jupyter.errors import CodeModeError
     from dsh_jupyter.kernel import KernelRuntime, KernelRuntimeConfig
     from dsh_jupyter.kernel.confine.sandbox import UnconfinedWarning
-    from dsh_jupyter.runtime import FunctionBindings
+    from dsh_jupyter.runtime import FunctionBindings, RunRequest
 
     PROGRAM = '''
     import os, socket
@@ -54,8 +53,8 @@ SCRIPT = textwrap.dedent("""\
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             async with KernelRuntime(KernelRuntimeConfig(pool_size=0, **options)) as runtime:
-                first = await runtime.run(PROGRAM, FunctionBindings({}), AbortSignal.never())
-                await runtime.run("return 1", FunctionBindings({}), AbortSignal.never())
+                first = await runtime.run(RunRequest(PROGRAM, FunctionBindings({})))
+                await runtime.run(RunRequest("return 1", FunctionBindings({})))
         messages = [str(w.message) for w in caught if issubclass(w.category, UnconfinedWarning)]
         return {"confined": runtime.confined, "warnings": messages, "value": first.value}
 
