@@ -153,11 +153,11 @@ SUB_CALL_ARGS = {"path": "notes/today.txt", "offset": 3, "limit": 40, "tags": ["
 
 
 async def sub_calls(calls: int, rounds: int) -> None:
-    """The host's cost of one sub-call of a program: the wire's JSON, the host bridge, the
-    dispatch bridge's scheduling and the whole pipeline, on the in-process runtime (the
-    kernel's in-kernel core and host bridge, no kernel). The floor is the same program
-    awaiting a local coroutine."""
-    from dsh_jupyter.testing import InProcessRuntime
+    """The host's cost of one sub-call of a program: the wire's JSON, the host's call
+    server, the dispatch bridge's scheduling and the whole pipeline, on the in-process
+    runtime (the kernel's in-kernel core and run lifecycle, no kernel). The floor is the
+    same program awaiting a local coroutine."""
+    from dsh_jupyter.kernel import InProcessRuntime
 
     registry = ToolRegistry(mode="code", code_runtime=InProcessRuntime())
 

@@ -40,7 +40,7 @@ from dsh_jupyter.kernel import KernelRuntime, KernelRuntimeConfig  # noqa: E402
 
 REPLY_FLOOD = """\
 import sys
-bridge = sys.modules["_dsh_jupyter_inkernel"].runtime.bridge
+bridge = sys.modules["_dsh_jupyter_inkernel"].runtime.client
 for _ in range(100_000):
     asyncio.ensure_future(bridge.call("nope", {}))
 await asyncio.sleep(30)

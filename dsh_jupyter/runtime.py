@@ -428,8 +428,8 @@ class CodeRuntime(Protocol):
     """Runs model-written programs: ``info`` says what it is and supports (read once per
     use, never sniffed), ``run`` runs one :class:`RunRequest` and reports every outcome as
     a :class:`CodeRunResult`. ``KernelRuntime`` (``dsh_jupyter.kernel``) runs each
-    program in a fresh confined kernel; ``InProcessRuntime`` (``dsh_jupyter.testing``)
-    in this process, for tests."""
+    program in a fresh confined kernel; ``InProcessRuntime`` (``dsh_jupyter.kernel`` too)
+    in this process, unconfined, for tests and trusted programs."""
 
     @property
     def info(self) -> RuntimeInfo: ...

@@ -295,7 +295,7 @@ async def _open_runtime(runtime: RuntimeChoice | CodeRuntime, pool_size: int,
         return await stack.enter_async_context(
             KernelRuntime(KernelRuntimeConfig(pool_size=pool_size)))
     if runtime == "in-process":
-        from ..testing import InProcessRuntime
+        from ..kernel import InProcessRuntime
 
         return InProcessRuntime()
     if isinstance(runtime, str):

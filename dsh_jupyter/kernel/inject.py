@@ -79,5 +79,5 @@ def program_cell(names: Iterable[str], program: str, max_output_bytes: int,
         extra += ", keep=True"
     if signatures:
         extra += f", signatures={dict(sorted(signatures.items()))!r}"
-    return (f"await __import__('sys').modules[{MODULE_NAME!r}].runtime.run("
+    return (f"await __import__('sys').modules[{MODULE_NAME!r}].runtime.execute("
             f"{sorted(names)!r}, {program!r}, {max_output_bytes!r}{extra})")

@@ -94,7 +94,7 @@ async def gone(marker: str, within: float = 5.0) -> bool:
 # first, so a test knows the flood is under way.
 REPLY_FLOOD = """\
 import sys
-bridge = sys.modules["_dsh_jupyter_inkernel"].runtime.bridge
+bridge = sys.modules["_dsh_jupyter_inkernel"].runtime.client
 await tools.flooding({})
 for _ in range(100_000):
     asyncio.ensure_future(bridge.call("nope", {}))

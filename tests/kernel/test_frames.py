@@ -159,7 +159,7 @@ async def test_hostile_frames_from_a_program(make_runtime: RuntimeFactory,
     runtime = await make_runtime()
     program = """\
 import sys
-bridge = sys.modules["_dsh_jupyter_inkernel"].runtime.bridge
+bridge = sys.modules["_dsh_jupyter_inkernel"].runtime.client
 bridge._send({"kind": "frame", "for": "call", "id": "x1", "text": '[["c"]]'})
 bridge._send({"kind": "call", "id": "x1", "name": "echo", "framed": True})
 bridge._send({"kind": "call", "id": "x2", "name": "echo", "framed": True})

@@ -24,7 +24,7 @@ replies = []
 
 def spy(msg):
     replies.append(msg["content"]["data"])
-    inkernel.runtime.bridge.on_msg(msg)
+    inkernel.runtime.client.on_msg(msg)
 
 trusted.on_msg(spy)
 send = trusted.send
@@ -55,13 +55,13 @@ value = await tools.echo({"still": "answered"})
 await tools.slow({"n": 3})
 
 returned = threading.Event()
-real_done = inkernel.runtime.bridge.done
+real_done = inkernel.runtime.client.done
 
 def done_then_flag(message, text=None):
     real_done(message, text)
     returned.set()
 
-inkernel.runtime.bridge.done = done_then_flag
+inkernel.runtime.client.done = done_then_flag
 
 def after_return():
     returned.wait()
@@ -109,7 +109,7 @@ async def test_message_over_the_size_cap(make_runtime: RuntimeFactory) -> None:
 import sys
 print("before")
 sys.stdout.flush()
-sys.modules["_dsh_jupyter_inkernel"].runtime.bridge._send(
+sys.modules["_dsh_jupyter_inkernel"].runtime.client._send(
     {"kind": "call", "id": "1", "name": "x", "args": "y" * 10_000_000})
 await asyncio.sleep(30)  # the kernel's loop must run to write to the socket
 """
@@ -144,7 +144,7 @@ async def test_binding_sees_only_json(make_runtime: RuntimeFactory) -> None:
 
     program = """\
 import sys
-bridge = sys.modules["_dsh_jupyter_inkernel"].runtime.bridge
+bridge = sys.modules["_dsh_jupyter_inkernel"].runtime.client
 bridge._send({"kind": "call", "id": "neg", "name": "spy", "args": -0.0})
 return await tools.spy({"ok": True})
 """
@@ -155,7 +155,7 @@ return await tools.spy({"ok": True})
 
 SOCKET_HOSTILE = """\
 import sys, json, socket
-bridge = sys.modules["_dsh_jupyter_inkernel"].runtime.bridge
+bridge = sys.modules["_dsh_jupyter_inkernel"].runtime.client
 send = bridge._send
 assert send is not bridge._comm_send, "the socket carrier is in use"
 for junk in ["junk", [1], {"kind": "nope"}, {"kind": "call", "id": "no-args", "name": "echo"},
@@ -186,7 +186,7 @@ async def test_oversized_line_over_the_socket(make_runtime: RuntimeFactory) -> N
                                  max_call_bytes=256 * 1024)
     program = """\
 import sys
-sys.modules["_dsh_jupyter_inkernel"].runtime.bridge._send(
+sys.modules["_dsh_jupyter_inkernel"].runtime.client._send(
     {"kind": "call", "id": "1", "name": "x", "args": "y" * 10_000_000})
 await asyncio.sleep(30)  # the kernel's loop must run to write to the socket
 """
@@ -199,7 +199,7 @@ async def test_kernel_drops_the_socket_mid_run(make_runtime: RuntimeFactory,
     runtime = await make_runtime(carrier="socket")
     program = """\
 import sys
-bridge = sys.modules["_dsh_jupyter_inkernel"].runtime.bridge
+bridge = sys.modules["_dsh_jupyter_inkernel"].runtime.client
 first = await tools.echo({"over": "socket"})
 bridge._carrier.cancel()  # closes the socket: the kernel falls back to the comm
 await asyncio.wait([bridge._carrier])  # once the carrier task has ended

@@ -45,7 +45,7 @@ package = namespace["load"]("_probe_inkernel", {list(inject.inkernel_sources())!
                             {program.SOURCE_FILENAME!r})
 assert package.start.__module__ == "_probe_inkernel.runner"
 assert sys.modules["_probe_inkernel.messages"].TARGET_NAME == {messages.TARGET_NAME!r}
-print(package.ToolCallError.__name__, package.runner.Runtime.run.__code__.co_filename)
+print(package.ToolCallError.__name__, package.runner.Runtime.execute.__code__.co_filename)
 """
     done = subprocess.run([sys.executable, "-I", "-S", "-c", probe], capture_output=True,
                           text=True, check=True, timeout=30)

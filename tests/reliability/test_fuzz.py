@@ -161,13 +161,13 @@ for action in ACTIONS:
         await asyncio.sleep(0)
 
 returned = threading.Event()
-real_done = inkernel.runtime.bridge.done
+real_done = inkernel.runtime.client.done
 
 def done_then_flag(message, text=None):
     real_done(message, text)
     returned.set()
 
-inkernel.runtime.bridge.done = done_then_flag
+inkernel.runtime.client.done = done_then_flag
 
 def after_return():
     returned.wait()

@@ -21,7 +21,7 @@ from reliability_support import Harness, code_registry, json_tool, returned_by, 
 from dsh_jupyter import ToolRunContext
 from dsh_jupyter.kernel import StatefulConfig
 from dsh_jupyter.kernel.confine.sandbox import confinement_problem
-from dsh_jupyter.kernel.run.session import KernelSession
+from dsh_jupyter.kernel.run.live_kernel import LiveKernel
 
 pytestmark = [pytest.mark.kernel, pytest.mark.timeout(90),
               pytest.mark.skipif(confinement_problem() is not None,
@@ -60,12 +60,12 @@ return answers
         return [json_tool("where", where), json_tool("gate", gate), json_tool("count", count)]
 
 
-def live_sessions() -> list[KernelSession]:
+def live_sessions() -> list[LiveKernel]:
     """Kernel sessions of this host that are prepared and not yet closed (the host's own
     view: what an attacker would need to steal)."""
     gc.collect()
     return [obj for obj in gc.get_objects()
-            if isinstance(obj, KernelSession) and not obj._closed and obj.comm_id is not None]
+            if isinstance(obj, LiveKernel) and not obj._closed and obj.comm_id is not None]
 
 
 SNOOP = """\
@@ -92,7 +92,7 @@ return seen
 """
 
 
-def targets(session: KernelSession) -> dict[str, str]:
+def targets(session: LiveKernel) -> dict[str, str]:
     """Where a kernel's files are, as the host knows it: its host directory (a stock
     launch's connection file, the confinement FIFO) and its own root through the process
     that confined it."""

@@ -34,6 +34,9 @@ the re-export shims of the modules that moved import from ``dsh_jupyter.codemode
 Code Mode never imports the facade (importing it from inside would need the half-made
 facade).
 
+No module of ``dsh_jupyter`` imports its test helpers (``dsh_jupyter.testing``), and only
+the entry points import the command line.
+
 Budgets: no module of ``dsh_jupyter`` is over 600 lines, and ``dsh_jupyter.kernel`` keeps
 at most 15 modules and subpackages at its top level. The code that runs where the package
 may not be importable (in the kernel, in the keeper and the fork server, loaded by path)
@@ -300,3 +303,13 @@ def test_only_the_entry_points_import_the_command_line() -> None:
     importers = {name for name, path in modules.items()
                  if "dsh_jupyter.cli" in edges_of(name, path, known, typing_too=True)}
     assert importers <= {"dsh_jupyter.__main__"}
+
+
+def test_no_module_of_the_package_imports_the_test_helpers() -> None:
+    # dsh_jupyter.testing is for tests: InProcessRuntime, which the evaluation runs too,
+    # lives in dsh_jupyter.kernel and testing only re-exports it.
+    modules = modules_of("dsh_jupyter")
+    known = set(modules)
+    importers = {name for name, path in modules.items()
+                 if "dsh_jupyter.testing" in edges_of(name, path, known, typing_too=True)}
+    assert importers == set()

@@ -11,14 +11,15 @@ socket carrier that the setup cell, and only it, names).
 - ``values``: lossless JSON, checked where the program made it;
 - ``frames``: large values as frames;
 - ``outputs``: streams, displays and figures in the kernel;
-- ``bridge``: the kernel end of tool calls, and ``ToolCallError``;
+- ``call_client``: the kernel end of tool calls (the host's is the call server), and
+  ``ToolCallError``;
 - ``tools``: the ``tools`` namespace of a run;
 - ``program``: a program compiled as an async function's body, and its tracebacks;
 - ``runner``: :func:`start` (what the setup cell calls) and the kernel's
-  :class:`Runtime`, which runs each program.
+  :class:`Runtime`, which executes each program.
 """
 
-from .bridge import ToolCallError
+from .call_client import ToolCallError
 from .runner import Runtime, start
 
 __all__ = ["Runtime", "ToolCallError", "start"]

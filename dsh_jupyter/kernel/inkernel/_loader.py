@@ -3,7 +3,7 @@
 A kernel need not have dsh-jupyter installed, so the package reaches it as text: the
 setup cell carries this file's source and the package's (``(name, source)`` pairs in
 :data:`MODULES` order) and calls :func:`load`. The fork server loads this file by path and
-calls :func:`load` once, before it forks; ``dsh_jupyter.testing.InProcessRuntime`` calls
+calls :func:`load` once, before it forks; ``dsh_jupyter.kernel.InProcessRuntime`` calls
 it in the host. Every module is compiled under one file name, the one whose frames the
 program's tracebacks leave out (``program.SOURCE_FILENAME``).
 """
@@ -15,7 +15,7 @@ import sys
 import types
 from collections.abc import Iterable
 
-MODULES = ("messages", "values", "frames", "outputs", "bridge", "tools", "program", "runner",
+MODULES = ("messages", "values", "frames", "outputs", "call_client", "tools", "program", "runner",
            "__init__")
 """The package's modules, each after those it imports; ``__init__``, the package, last."""
 

@@ -1,5 +1,5 @@
 """One kernel's runtime: :func:`start` opens the tools comm (and connects to the socket
-carrier the setup cell names); :meth:`Runtime.run` runs each program and ends it with one
+carrier the setup cell names); :meth:`Runtime.execute` runs each program and ends it with one
 ``done`` message."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import sys
 from collections.abc import Mapping
 from typing import Any
 
-from .bridge import Bridge, Send, ToolCallError
+from .call_client import CallClient, Send, ToolCallError
 from .messages import PROTOCOL, TARGET_NAME, DoneErrorMessage, DoneOkMessage, HelloMessage
 from .outputs import (
     guard_display_size,
@@ -28,7 +28,7 @@ MIN_IPYKERNEL = (7, 4)
 
 
 class Runtime:
-    """Per-kernel state: the comm, its bridge, and :meth:`run` for the one program (in a
+    """Per-kernel state: the comm, its call client, and :meth:`execute` for the one program (in a
     stateful session, for each program in turn).
 
     ``output`` (the host's in-process test runtime only) is a ``(stdout, stderr)`` pair
@@ -36,12 +36,12 @@ class Runtime:
 
     def __init__(self, send: Send,
                  output: tuple[Any, Any] | None = None) -> None:
-        self.bridge = Bridge(send)
+        self.client = CallClient(send)
         self._output = output
         self._kept: dict[str, Any] = {"__name__": "__main__", "__builtins__": builtins}
         self._guarded = False
 
-    async def run(self, names: list[str], source: str, max_output_bytes: int,
+    async def execute(self, names: list[str], source: str, max_output_bytes: int,
                   helpers: Mapping[str, str] | None = None, *, keep: bool = False,
                   signatures: Mapping[str, str] | None = None) -> None:
         """Run ``source`` with ``tools`` for ``names`` (and ``helpers``, ``{method:
@@ -50,7 +50,7 @@ class Runtime:
         one namespace shared by every ``keep`` run (see :func:`compile_program`); each run
         still gets its own ``tools``. ``signatures`` (``{binding: argument dict}``) say how
         to call a tool to a program that called it wrongly."""
-        tools = Tools(self.bridge, names, helpers, signatures)
+        tools = Tools(self.client, names, helpers, signatures)
         if self._output is None:
             patch_write(sys.stdout)
             patch_write(sys.stderr)
@@ -107,7 +107,7 @@ class Runtime:
         for stream in (sys.stdout, sys.stderr, *(self._output or ())):
             with contextlib.suppress(Exception):
                 stream.flush()
-        self.bridge.done(message, text)
+        self.client.done(message, text)
 
 
 def ipykernel_problem(version: str | None, where: str = "") -> str | None:
@@ -147,7 +147,7 @@ def start(carrier: tuple[str, str] | None = None) -> Runtime:
     hello: HelloMessage = {"kind": "hello", "protocol": PROTOCOL}
     comm = create_comm(target_name=TARGET_NAME, data=hello)
     runtime = Runtime(lambda data: comm.send(dict(data)))
-    comm.on_msg(runtime.bridge.on_msg)
+    comm.on_msg(runtime.client.on_msg)
     if carrier is not None:
-        runtime.bridge.use_carrier(*carrier)
+        runtime.client.use_carrier(*carrier)
     return runtime

@@ -24,7 +24,7 @@ import keyword
 import unicodedata
 from collections.abc import Mapping
 
-from .bridge import Bridge
+from .call_client import CallClient
 from .values import JsonValue
 
 
@@ -34,11 +34,11 @@ class Tool:
     raises ``TypeError`` showing how to call it: ``signature`` is the argument dict as the
     host describes it (``{"a": int}``), ``label`` how the program reaches the tool."""
 
-    __slots__ = ("_bridge", "_describe", "_label", "_signature", "name")
+    __slots__ = ("_client", "_describe", "_label", "_signature", "name")
 
-    def __init__(self, bridge: Bridge, name: str, *, signature: str | None = None,
+    def __init__(self, client: CallClient, name: str, *, signature: str | None = None,
                  label: str | None = None, describe: bool = False) -> None:
-        self._bridge = bridge
+        self._client = client
         self.name = name
         self._signature = signature
         self._label = label or f"tools[{_quoted(name)}]"
@@ -46,11 +46,11 @@ class Tool:
 
     async def __call__(self, *args: JsonValue, **kwargs: JsonValue) -> JsonValue:
         if not args:
-            return await self._bridge.call(self.name, kwargs)
+            return await self._client.call(self.name, kwargs)
         if len(args) == 1 and not kwargs and (args[0] is None or isinstance(args[0], dict)):
-            return await self._bridge.call(self.name, {} if args[0] is None else args[0])
+            return await self._client.call(self.name, {} if args[0] is None else args[0])
         if len(args) == 1 and not kwargs and self._signature is None and not self._describe:
-            return await self._bridge.call(self.name, args[0])  # a plain binding: any JSON
+            return await self._client.call(self.name, args[0])  # a plain binding: any JSON
         raise TypeError(self.usage())
 
     def usage(self) -> str:
@@ -90,10 +90,10 @@ class Helper:
     """A helper method of ``tools`` (``tools.search("words", limit=5)``): its arguments,
     positional or by keyword, become the argument object of its binding."""
 
-    __slots__ = ("_binding", "_bridge", "_parameters", "name")
+    __slots__ = ("_binding", "_client", "_parameters", "name")
 
-    def __init__(self, bridge: Bridge, name: str, binding: str) -> None:
-        self._bridge = bridge
+    def __init__(self, client: CallClient, name: str, binding: str) -> None:
+        self._client = client
         self._binding = binding
         self._parameters = HELPER_PARAMETERS[name]
         self.name = name
@@ -107,7 +107,7 @@ class Helper:
             if key not in self._parameters or key in values:
                 raise TypeError(f"{usage}: unexpected or repeated argument {key!r}")
             values[key] = value
-        return await self._bridge.call(self._binding, values)
+        return await self._client.call(self._binding, values)
 
     def __repr__(self) -> str:
         return f"<tools.{self.name}({', '.join(self._parameters)})>"
@@ -119,7 +119,7 @@ class Tools:
 
     __slots__ = ("_helpers", "_tools")
 
-    def __init__(self, bridge: Bridge, names: list[str],
+    def __init__(self, client: CallClient, names: list[str],
                  helpers: Mapping[str, str] | None = None,
                  signatures: Mapping[str, str] | None = None) -> None:
         helpers = {name: binding for name, binding in (helpers or {}).items()
@@ -127,11 +127,11 @@ class Tools:
         bindings = set(helpers.values())
         signatures = signatures or {}
         self._tools = {
-            name: Tool(bridge, name, signature=signatures.get(name),
+            name: Tool(client, name, signature=signatures.get(name),
                        label=f"tools.{name}" if _attribute_name(name)
                        and name not in helpers else None, describe="describe" in helpers)
             for name in names if name not in bindings}
-        self._helpers = {name: Helper(bridge, name, binding)
+        self._helpers = {name: Helper(client, name, binding)
                          for name, binding in helpers.items()}
 
     def __getitem__(self, name: str) -> Tool:

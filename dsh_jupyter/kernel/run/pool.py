@@ -19,20 +19,20 @@ import logging
 from collections.abc import Awaitable, Callable
 
 from ..._waiting import wait_quietly
-from .session import KernelSession, KernelStartError
+from .live_kernel import KernelStartError, LiveKernel
 
 _log = logging.getLogger(__name__)
 
-Opener = Callable[[], Awaitable[KernelSession]]
+Opener = Callable[[], Awaitable[LiveKernel]]
 
 
 class KernelPool:
     """Keeps up to ``size`` prepared kernels. :meth:`close` kills them all."""
 
-    def __init__(self, size: int, open_session: Opener) -> None:
+    def __init__(self, size: int, open_kernel: Opener) -> None:
         self._size = size
-        self._open = open_session
-        self._ready: list[KernelSession] = []
+        self._open = open_kernel
+        self._ready: list[LiveKernel] = []
         self._filling: set[asyncio.Task[None]] = set()
         self._closed = False
         self._failures = 0
@@ -52,18 +52,18 @@ class KernelPool:
 
     async def _add_one(self) -> None:
         try:
-            session = await self._open()
+            kernel = await self._open()
         except KernelStartError as error:
             self._failures += 1
             _log.warning("could not start a pooled kernel: %s", error)
             return
         self._failures = 0
         if self._closed:
-            await session.close()
+            await kernel.close()
         else:
-            self._ready.append(session)
+            self._ready.append(kernel)
 
-    async def take(self) -> KernelSession | None:
+    async def take(self) -> LiveKernel | None:
         """A live, unused kernel from the pool (oldest first), or ``None``. Does not refill:
         the owner calls :meth:`fill` once the run is over, so starting the next kernel does
         not compete with the run for the CPU."""
@@ -71,7 +71,7 @@ class KernelPool:
         if not self._ready and self._filling:
             # A start is already under way (right after entry, say): it is ahead of a new one.
             await asyncio.wait(set(self._filling), return_when=asyncio.FIRST_COMPLETED)
-        session: KernelSession | None = None
+        kernel: LiveKernel | None = None
         while self._ready:
             candidate = self._ready.pop(0)
             if not await candidate.process.is_alive():
@@ -81,9 +81,9 @@ class KernelPool:
                              "host's: something else reached its sockets")
                 await candidate.close()
             else:
-                session = candidate
+                kernel = candidate
                 break
-        return session
+        return kernel
 
     async def wait_filled(self) -> None:
         """Wait for the starts in progress (used by tests and benchmarks)."""
@@ -96,6 +96,6 @@ class KernelPool:
             task.cancel()
         await wait_quietly(set(self._filling))
         ready, self._ready = self._ready, []
-        for session in ready:
+        for kernel in ready:
             with contextlib.suppress(Exception):
-                await session.close()
+                await kernel.close()

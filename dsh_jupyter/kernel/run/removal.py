@@ -49,7 +49,7 @@ def remove_tree(path: str | os.PathLike[str]) -> list[str]:
     ``path`` itself is removed as a link). Idempotent: a missing ``path`` is no problem.
     Returns what could not be removed, one line each (empty: all gone)."""
     remover = _Remover(os.fspath(path))
-    remover.run()
+    remover.remove()
     return remover.report()
 
 
@@ -75,7 +75,7 @@ class _Remover:
         self.problems: list[str] = []
         self.count = 0
 
-    def run(self) -> None:
+    def remove(self) -> None:
         parent_path, name = os.path.split(self.path)
         if name in ("", ".", ".."):
             self.count += 1

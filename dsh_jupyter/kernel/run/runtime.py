@@ -31,9 +31,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
-import time
 import warnings
-from collections.abc import Awaitable, Callable, Coroutine
+from collections.abc import Callable, Coroutine
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -41,10 +40,9 @@ from typing import Any
 import zmq.asyncio
 
 from ..._safe_text import safe_result
-from ..._waiting import wait_quietly
-from ...abort import AbortController, AbortSignal
+from ...abort import AbortController
 from ...errors import CodeModeError
-from ...runtime import CodeRunFailure, CodeRunResult, RunFact, RunRequest, RuntimeInfo
+from ...runtime import CodeRunResult, RunFact, RunRequest, RuntimeInfo
 from ..config import KernelRuntimeConfig
 from ..confine.caps import RuntimeCgroups
 from ..confine.sandbox import (
@@ -59,10 +57,9 @@ from ..launch.base import KernelLauncher
 from ..launch.forkserver import ForkLauncher, fork_supported
 from ..launch.stock import StockLauncher
 from . import fontcache
-from .files import OutputCollector
 from .logs import OutputBudget
 from .pool import KernelPool
-from .session import KernelSession, KernelStartError
+from .sources import FreshKernels, KernelSource, failed
 from .stateful import SessionInfo, StatefulSessions
 from .workspace import SEED_HOME, create_runtime_directory, remove_tree
 
@@ -79,7 +76,8 @@ class KernelRuntime:
         self._context: zmq.asyncio.Context | None = None
         self._launcher: KernelLauncher | None = None
         self._launcher_name = ""
-        self._pool: KernelPool | None = None
+        self._fresh: FreshKernels | None = None
+        self._pool: KernelPool | None = None  # the fresh kernels' (tests wait on it)
         self._disposing = AbortController()
         self._runs: set[asyncio.Task[CodeRunResult]] = set()
         self._cleanups: set[asyncio.Task[None]] = set()
@@ -88,10 +86,7 @@ class KernelRuntime:
         self._confinement: SandboxConfig | None = None
         self._cgroups: RuntimeCgroups | None = None
         self._state = "new"
-        self._sessions = None if self.config.stateful is None else StatefulSessions(
-            self.config.stateful, obtain=self._obtain, facts=self._facts,
-            background=self._background, run_compute_seconds=self.config.compute_seconds,
-            collector=self._collector)
+        self._sessions: StatefulSessions | None = None
 
     @property
     def info(self) -> RuntimeInfo:
@@ -172,9 +167,14 @@ class KernelRuntime:
                 self._launcher = StockLauncher(self.config, self._context, self._confinement,
                                                self._cgroups)
                 self._launcher_name = "stock"
-            if self.config.pool_size:
-                self._pool = KernelPool(self.config.pool_size, self._open_session)
-                self._pool.fill()
+            self._fresh = FreshKernels(self.config, self._launcher, self._context,
+                                       self._directory, background=self._background,
+                                       is_open=lambda: self._state == "open")
+            self._pool = self._fresh.pool
+            if self.config.stateful is not None:
+                self._sessions = StatefulSessions(self.config.stateful, self._fresh,
+                                                  run_compute_seconds=self.config.compute_seconds)
+            self._fresh.refill()
         except BaseException:
             await self.aclose()
             raise
@@ -207,60 +207,36 @@ class KernelRuntime:
         return safe_result(result)
 
     async def _outcome(self, request: RunRequest) -> CodeRunResult:
+        """The one run path: lease a kernel from the request's source, execute the program
+        on it, collect the files it wrote, and give the kernel back (see ``sources``)."""
         signals = (request.signal, self._disposing.signal)
         for each in signals:
             if each.reason is not None:
-                return _failed("abort", each.reason)
-        if self._sessions is not None and request.session is not None:
-            try:
-                return await self._sessions.run(request, signals, self._output_budget)
-            finally:
-                self._fill_pool()
-        asked = time.monotonic()
-        obtained = await self._obtain(signals)
-        if isinstance(obtained, CodeRunResult):
-            return obtained
-        session, pooled = obtained
-        facts = self._facts("pool" if pooled else "cold", time.monotonic() - asked)
+                return failed("abort", each.reason)
+        source = self._source(request)
+        lease = await source.acquire(request, signals)
+        if isinstance(lease, CodeRunResult):
+            return lease
         try:
-            result = await session.run(request, signals, self._output_budget)
-            collector = self._collector(session)
-            if collector is not None:  # the kernel is dead: its files hold still
-                collected = await asyncio.to_thread(collector.collect)
+            result = await lease.kernel.execute(request, signals, self._output_budget,
+                                                keep=lease.keep, compute=lease.compute)
+            if lease.collector is not None:  # the run is over: its files hold still
+                collected = await asyncio.to_thread(lease.collector.collect)
                 result = dataclasses.replace(result, files=collected.files,
                                              files_omitted=collected.omitted)
-            return dataclasses.replace(result, facts=facts)
+            finished = source.finish(lease, result)
+            facts = self._facts(lease.origin, lease.waited)
+            facts.update(finished.facts)
+            return dataclasses.replace(finished, facts=facts)
         finally:
-            # The kernel was SIGKILLed before session.run returned; reaping it and removing
-            # its workspace need not delay the result (aclose waits for them).
-            self._background(session.close())
-            self._fill_pool()
+            source.release(lease)
 
-    def _collector(self, session: KernelSession) -> OutputCollector | None:
-        """The collector of a local kernel's ``outputs/``; ``None`` for a remote kernel,
-        whose files come back through its connection (see ``remote_files``)."""
-        if self.config.gateway is not None:
-            return None
-        return OutputCollector(session.workspace.open_root, self.config.output_limits)
-
-    def _fill_pool(self) -> None:
-        if self._pool is not None and self._state == "open":
-            self._pool.fill()  # after the run, so the next start does not compete with it
-
-    async def _obtain(self, signals: tuple[AbortSignal, ...]
-                      ) -> tuple[KernelSession, bool] | CodeRunResult:
-        """A prepared kernel and whether it came from the pool, or the failed result of a
-        run that could not have one."""
-        try:
-            acquired = await self._acquire(signals)
-        except KernelStartError as error:
-            return _failed("kernel-exit", str(error))
-        except Exception as error:  # sockets, files, processes: the start is environmental
-            return _failed("kernel-exit", f"the kernel failed to start: {error!r}")
-        if acquired is None:
-            reason = next((s.reason for s in signals if s.reason is not None), "aborted")
-            return _failed("abort", reason)
-        return acquired
+    def _source(self, request: RunRequest) -> KernelSource:
+        """A keyed request's session on a stateful runtime; else a fresh kernel."""
+        if self._sessions is not None and request.session is not None:
+            return self._sessions
+        assert self._fresh is not None
+        return self._fresh
 
     def _facts(self, source: str, waited: float) -> dict[str, RunFact]:
         """What :attr:`CodeRunResult.facts` reports about a run's kernel (``source``:
@@ -285,49 +261,6 @@ class KernelRuntime:
         self._cleanups.add(task)
         task.add_done_callback(self._cleanups.discard)
 
-    def _open_session(self) -> Awaitable[KernelSession]:
-        assert self._launcher is not None and self._context is not None
-        assert self._directory is not None
-        return KernelSession.open(self._launcher, self.config, self._context, self._directory)
-
-    async def _take_or_open(self) -> tuple[KernelSession, bool]:
-        if self._pool is not None:
-            pooled = await self._pool.take()
-            if pooled is not None:
-                return pooled, True
-        return await self._open_session(), False
-
-    async def _acquire(self, signals: tuple[AbortSignal, ...]
-                       ) -> tuple[KernelSession, bool] | None:
-        """A prepared kernel and whether it came from the pool, or ``None`` if a signal
-        fired while it was being obtained."""
-        starting = asyncio.ensure_future(self._take_or_open())
-        aborted = asyncio.Event()
-        waiting = asyncio.ensure_future(aborted.wait())
-        undos = [s.add_listener(lambda _reason: aborted.set()) for s in signals]
-        handed_out = False
-        try:
-            try:
-                await asyncio.wait({starting, waiting}, return_when=asyncio.FIRST_COMPLETED)
-            finally:
-                for undo in undos:
-                    undo()
-                for task in (starting, waiting):
-                    if not task.done():
-                        task.cancel()
-                await wait_quietly({starting, waiting})
-            if aborted.is_set():
-                return None
-            acquired = starting.result()
-            handed_out = True
-            return acquired
-        finally:
-            # Aborted, or cancelled while the kernel was ready or being taken from the pool
-            # (a cancel arriving as the start completes does not undo it): close it.
-            if not handed_out and starting.done() and not starting.cancelled() \
-                    and starting.exception() is None:
-                self._background(starting.result()[0].close())
-
     async def aclose(self) -> None:
         """Dispose: abort runs in flight ("runtime disposed"), wait for them, release all."""
         if self._state == "closed":
@@ -341,8 +274,8 @@ class KernelRuntime:
                 self._background(kernel.close())
         while self._cleanups:
             await asyncio.wait(self._cleanups)
-        if self._pool is not None:
-            await self._pool.close()
+        if self._fresh is not None:
+            await self._fresh.close()
         if self._launcher is not None:
             await self._launcher.close()
         if self._context is not None:
@@ -397,5 +330,3 @@ def _gateway_launcher(config: KernelRuntimeConfig) -> KernelLauncher:
     return GatewayLauncher(config)
 
 
-def _failed(kind: str, message: str) -> CodeRunResult:
-    return CodeRunResult(failure=CodeRunFailure(kind=kind, message=message))  # type: ignore[arg-type]

@@ -6,6 +6,7 @@ run the programs of one *session key* (the request says it:
 one kernel, so what a program defines at top level is there for the next. A run without a key
 still gets a fresh kernel.
 
+:class:`StatefulSessions` is the runtime's kernel source for keyed runs (see ``sources``).
 Rules (``docs/stateful-runs.md`` says them for users):
 
 - A session's first run takes a kernel as any run does (the pool, else a cold start;
@@ -31,17 +32,17 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import time
-from collections.abc import Awaitable, Callable, Coroutine, Iterable
-from typing import Any, Final
+from collections.abc import Iterable
+from typing import Final
 
 from ..._waiting import wait_quietly
 from ...abort import AbortSignal
-from ...runtime import CodeRunFailure, CodeRunResult, FailureKind, RunFact, RunRequest
+from ...runtime import CodeRunFailure, CodeRunResult, RunFact, RunRequest
 from ..launch import proctree
 from ..stateful_config import StatefulConfig
 from .files import OutputCollector
-from .logs import OutputBudget
-from .session import KernelSession
+from .live_kernel import LiveKernel
+from .sources import FreshKernels, KernelOrigin, Lease, failed
 from .watch import ComputeLimit
 
 STATE_LOST: Final = ("this conversation's kernel was stopped, so the variables and imports of "
@@ -70,7 +71,7 @@ class _Session:
 
     def __init__(self, key: str) -> None:
         self.key = key
-        self.kernel: KernelSession | None = None
+        self.kernel: LiveKernel | None = None
         self.runs = 0
         self.lock = asyncio.Lock()
         self.last_used = time.monotonic()
@@ -86,27 +87,22 @@ class _Session:
         return max(0.0, proctree.tree_cpu_seconds(root) - self.cpu_base)
 
 
-Obtain = Callable[[tuple[AbortSignal, ...]],
-                  Awaitable["tuple[KernelSession, bool] | CodeRunResult"]]
-"""The runtime's way to get a prepared kernel (from the pool: ``True``), or a failed result."""
-Collector = Callable[[KernelSession], "OutputCollector | None"]
-"""The runtime's collector of a kernel's ``outputs/`` (``None`` where the run collects them
-itself: a remote kernel's come back through its connection)."""
-Facts = Callable[[str, float], dict[str, RunFact]]
-"""The runtime's facts of a run, given the kernel's source and the time waited for it."""
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+class _SessionLease(Lease):
+    """A session's kernel, leased to one of its runs (which holds the session's lock)."""
+
+    session: _Session
+    new: bool
 
 
 class StatefulSessions:
-    """The open sessions of one runtime, and how a keyed run uses them."""
+    """The open sessions of one runtime: the :class:`~.sources.KernelSource` of keyed runs.
+    A session's first kernel comes from ``fresh``."""
 
-    def __init__(self, config: StatefulConfig, *, obtain: Obtain, facts: Facts,
-                 background: Callable[[Coroutine[Any, Any, None]], None],
-                 run_compute_seconds: float, collector: Collector) -> None:
+    def __init__(self, config: StatefulConfig, fresh: FreshKernels, *,
+                 run_compute_seconds: float) -> None:
         self.config = config
-        self._obtain = obtain
-        self._facts = facts
-        self._background = background
-        self._collector = collector
+        self._fresh = fresh
         self._run_compute = run_compute_seconds
         self._open: dict[str, _Session] = {}
 
@@ -119,16 +115,17 @@ class StatefulSessions:
                                  else round(now - s.last_used, 3))
                      for _, s in sorted(self._open.items()))
 
-    async def run(self, request: RunRequest, signals: tuple[AbortSignal, ...],
-                  budget: OutputBudget) -> CodeRunResult:
-        """Run the request's program in its session (opening it when needed)."""
+    async def acquire(self, request: RunRequest, signals: tuple[AbortSignal, ...]
+                      ) -> Lease | CodeRunResult:
+        """The request's session's kernel (opening the session when needed), its lock held
+        until :meth:`release`."""
         key = request.session
         assert key is not None, "a stateless run has no session to run in"
         while True:
             session = self._open.get(key)
             if session is None:
                 if len(self._open) >= self.config.max_sessions:
-                    return _failed("session-limit", (
+                    return failed("session-limit", (
                         f"{len(self._open)} stateful sessions are open, the limit "
                         f"(max_sessions={self.config.max_sessions}): reset one or wait until "
                         "one is idle for "
@@ -137,67 +134,83 @@ class StatefulSessions:
             if not await _lock(session.lock, signals):
                 if session.kernel is None and not session.lock.locked():
                     self._end(session, "its first run was aborted")  # no empty entry stays
-                return _failed("abort", next((s.reason for s in signals if s.reason),
-                                             "aborted"))
+                return failed("abort", next((s.reason for s in signals if s.reason),
+                                            "aborted"))
             if session.ended is None:
                 break
             session.lock.release()  # reset while this run waited: take the key's new one
         try:
-            return await self._run_locked(session, request, signals, budget)
-        finally:
-            session.lock.release()
-            if session.ended is None:
-                session.last_used = time.monotonic()
-                self._arm(session)
+            leased = await self._lease(session, request, signals)
+        except BaseException:
+            self._unlock(session)
+            raise
+        if isinstance(leased, CodeRunResult):
+            self._unlock(session)
+        return leased
 
-    async def _run_locked(self, session: _Session, request: RunRequest,
-                          signals: tuple[AbortSignal, ...],
-                          budget: OutputBudget) -> CodeRunResult:
+    async def _lease(self, session: _Session, request: RunRequest,
+                     signals: tuple[AbortSignal, ...]) -> Lease | CodeRunResult:
         if session.timer is not None:
             session.timer.cancel()
             session.timer = None
         problem = self._over_budget(session)
         if problem is not None:
-            return _failed("session-limit", problem)
+            return failed("session-limit", problem)
         asked = time.monotonic()
         kernel = session.kernel
         new = kernel is None
+        origin: KernelOrigin = "session"
         if kernel is None:
-            obtained = await self._obtain(signals)
-            if isinstance(obtained, CodeRunResult):
+            fresh = await self._fresh.acquire(request, signals)
+            if isinstance(fresh, CodeRunResult):
                 self._end(session, "its kernel did not start")
-                return obtained
-            kernel, pooled = obtained
+                return fresh
+            kernel = fresh.kernel
             if session.ended is not None:  # reset while the kernel started
-                self._background(kernel.close())
-                return _failed("abort", f"{session.ended} before the program started")
-            session.kernel, source = kernel, "pool" if pooled else "cold"
-            session.collector = self._collector(kernel)
+                self._fresh.release(fresh)
+                return failed("abort", f"{session.ended} before the program started")
+            session.kernel, origin = kernel, fresh.origin
+            session.collector = fresh.collector
             root = kernel.process.root_pid
             session.cpu_base = proctree.tree_cpu_seconds(root) if root is not None else None
         elif not await kernel.process.is_alive():
             reason = kernel.process.exit_reason()
             self._close(self._end(session, reason))
-            return _failed("kernel-exit", f"{reason} since the last run; {STATE_LOST}")
+            return failed("kernel-exit", f"{reason} since the last run; {STATE_LOST}")
         else:
-            source = "session"
             await kernel.connection.ready_iopub()  # what arrived between runs is no run's
-        facts = self._facts(source, time.monotonic() - asked)
+        waited = time.monotonic() - asked
         session.runs += 1
-        result = await kernel.run(request, signals, budget, keep=True,
-                                  compute=self._compute_limit(session))
-        facts.update({"session.run_index": session.runs, "session.new": new,
-                      "session.compute_seconds": round(session.compute_used(), 3)})
-        if session.collector is not None:  # what this run wrote (a kept kernel may go on)
-            collected = await asyncio.to_thread(session.collector.collect)
-            result = dataclasses.replace(result, files=collected.files,
-                                         files_omitted=collected.omitted)
-        if not kernel.reusable or session.ended is not None:
+        return _SessionLease(kernel=kernel, origin=origin, waited=waited, keep=True,
+                             compute=self._compute_limit(session),
+                             collector=session.collector, session=session, new=new)
+
+    def finish(self, lease: Lease, result: CodeRunResult) -> CodeRunResult:
+        """The session's facts; a run that did not leave the kernel :attr:`reusable
+        <.live_kernel.LiveKernel.reusable>` (or whose session was reset meanwhile) ends the
+        session, and its result says the state is lost."""
+        assert isinstance(lease, _SessionLease)
+        session = lease.session
+        facts: dict[str, RunFact] = {
+            "session.run_index": session.runs, "session.new": lease.new,
+            "session.compute_seconds": round(session.compute_used(), 3)}
+        if not lease.kernel.reusable or session.ended is not None:
             ended = session.ended
             self._end(session, "its run did not end cleanly")
-            self._close(kernel)
+            self._close(lease.kernel)
             result = _lost(result, ended)
         return dataclasses.replace(result, facts=facts)
+
+    def release(self, lease: Lease) -> None:
+        assert isinstance(lease, _SessionLease)
+        self._unlock(lease.session)
+        self._fresh.refill()
+
+    def _unlock(self, session: _Session) -> None:
+        session.lock.release()
+        if session.ended is None:
+            session.last_used = time.monotonic()
+            self._arm(session)
 
     def _over_budget(self, session: _Session) -> str | None:
         config = self.config
@@ -230,7 +243,7 @@ class StatefulSessions:
         if session.ended is None and not session.lock.locked():
             self._close(self._end(session, EXPIRED))
 
-    def _end(self, session: _Session, why: str) -> KernelSession | None:
+    def _end(self, session: _Session, why: str) -> LiveKernel | None:
         """Forget ``session``; its kernel, if it had one and was not ended yet. Closing the
         kernel is the caller's: a run in flight closes its own when it returns."""
         if session.ended is not None:
@@ -244,9 +257,9 @@ class StatefulSessions:
         kernel, session.kernel = session.kernel, None
         return kernel
 
-    def _close(self, kernel: KernelSession | None) -> None:
+    def _close(self, kernel: LiveKernel | None) -> None:
         if kernel is not None:
-            self._background(kernel.close())
+            self._fresh.discard(kernel)
 
     async def reset(self, key: str) -> bool:
         """End ``key``'s session, if open, and wait until its kernel is killed (a run in
@@ -261,7 +274,7 @@ class StatefulSessions:
             await wait_quietly({asyncio.ensure_future(work)})
         return True
 
-    def end_all(self) -> Iterable[KernelSession]:
+    def end_all(self) -> Iterable[LiveKernel]:
         """End every session (the runtime is closing); their kernels, to close."""
         kernels = [self._end(session, "the runtime closed")
                    for session in list(self._open.values()) if not session.lock.locked()]
@@ -309,5 +322,3 @@ def _lost(result: CodeRunResult, ended: str | None) -> CodeRunResult:
         kind=failure.kind, message=f"{message}; {STATE_LOST}"))
 
 
-def _failed(kind: FailureKind, message: str) -> CodeRunResult:
-    return CodeRunResult(failure=CodeRunFailure(kind=kind, message=message))

@@ -1,25 +1,27 @@
 """Executing one program on a prepared kernel and watching it until it settles.
 
-Four watchers race to *settle* the run, and the first one wins:
+What every run has (its output, the call server, the outcome settled once, the caller's
+signals and the wall budget) is the run's :class:`~.lifecycle.RunLifecycle`; this module
+adds what a kernel brings. Four watchers race to *settle* the run, and the first one wins:
 
 - the call transport (see ``transport.calls``, the only part of the run that knows
   whether calls travel on the comm or the local socket): the kernel's ``done``
   message (result or program failure), the program closing its tools comm
   (``kernel-exit``: neither calls nor its result could reach the host any more), a
-  message over the size cap, or more than ``max_pending_calls`` of the bridge's
+  message over the size cap, or more than ``max_pending_calls`` of the call server's
   replies waiting for the kernel to read them (``call-limit``: the program fires
   calls without reading their results);
 - the iopub reader: the program cell going idle without a ``done``, or output over
   the budget;
-- the watchdog (every 50 ms): wall budget, compute budget (CPU of the local
-  kernel's process tree, read every 250 ms), kernel death;
-- the caller's signals (``abort``) and iopub being dropped for an oversized
-  message (``output-limit``).
+- the watchdog (every 50 ms): compute budget (CPU of the local kernel's process
+  tree, read every 250 ms), kernel death;
+- the lifecycle's wall timer (``timeout``), the caller's signals (``abort``), and
+  iopub being dropped for an oversized message (``output-limit``).
 
 On ``timeout`` the kernel is interrupted and its remaining output read for a
 short grace period; then (and at once for every other outcome) the kernel's
-process tree is killed, the bridge stops answering, and the run waits for
-binding calls still in flight (see ``bridge``).
+process tree is killed, the call server stops answering, and the run waits for
+binding calls still in flight (see ``call_server``).
 
 A stateful session's run (``keep=True``) spares the kernel when the program
 reported its end (a result or its own exception) and its cell went idle within
@@ -46,19 +48,17 @@ from typing import Any, Final, Protocol
 
 from ..._waiting import wait_quietly
 from ...abort import AbortSignal
-from ...runtime import CodeRunFailure, CodeRunResult, FailureKind, RunRequest
+from ...runtime import CodeRunFailure, CodeRunResult, RunRequest
 from ..config import KernelRuntimeConfig
 from ..inject import program_cell
-from ..inkernel.messages import DoneErrorMessage, DoneOkMessage, HostMessage
 from ..launch import proctree
 from ..launch.base import KernelProcess
 from ..transport.calls import CallEvent, CallTransport, too_large
 from ..transport.channels import KernelChannels
 from ..transport.wire import Incoming, one_line
-from .bridge import Bridge, BuiltResult, done_result
-from .displays import DisplayLog, SafeObserver
 from .files import Collected
-from .logs import OutputBudget, OutputLog
+from .lifecycle import UNREPORTED, RunLifecycle, RunLimits, Unreported
+from .logs import OutputBudget
 from .remote_files import COLLECT_SECONDS, collect_remote
 
 _log = logging.getLogger(__name__)
@@ -73,16 +73,8 @@ ABORT_OUTPUT_SECONDS: Final = 0.2
 IDLE_SECONDS: Final = 1.0  # from a kept run's done message to its cell's idle status
 
 
-class _Idle:
-    """The program cell went idle without a ``done`` message."""
-
-
-_IDLE: Final = _Idle()
-Outcome = DoneOkMessage | DoneErrorMessage | BuiltResult | CodeRunFailure | _Idle
-
-
 class PreparedKernel(Protocol):
-    """What a run uses of its kernel: a :class:`~.session.KernelSession` once prepared."""
+    """What a run uses of its kernel: a :class:`~.live_kernel.LiveKernel` once prepared."""
 
     @property
     def config(self) -> KernelRuntimeConfig: ...
@@ -107,14 +99,14 @@ class ComputeLimit:
 
 
 class RunWatch:
-    """Runs one program on ``session`` (used once). ``keep``: a stateful session's run
+    """Runs one program on ``kernel`` (used once). ``keep``: a stateful session's run
     (see the module docstring); ``compute``: a tighter compute budget than the config's."""
 
-    def __init__(self, session: PreparedKernel, request: RunRequest,
+    def __init__(self, kernel: PreparedKernel, request: RunRequest,
                  budget: OutputBudget | None = None, *,
                  keep: bool = False, compute: ComputeLimit | None = None) -> None:
-        self._session = session
-        self._config = session.config
+        self._kernel = kernel
+        self._config = kernel.config
         self._program = request.program
         self._keep = keep
         self._compute = compute or ComputeLimit(
@@ -123,22 +115,12 @@ class RunWatch:
         self.kept = False
         """Whether the kernel is still alive and quiet after the run (``keep`` only)."""
         self._idle = asyncio.Event()
-        bindings = request.bindings
-        self._names = list(bindings.names)
+        self._names = list(request.bindings.names)
         self._helpers = dict(request.helpers)
         self._signatures = dict(request.signatures)
-        observer = None if request.observer is None else SafeObserver(request.observer)
-        self._log = OutputLog(self._config.max_output_bytes, budget,
-                              on_entry=None if observer is None else observer.on_log)
-        self._displays = DisplayLog(
-            max_displays=self._config.max_displays, max_bytes=self._config.max_display_bytes,
-            budget=budget, on_display=None if observer is None else observer.on_display)
-        self._calls = session.call_transport()
-        self._bridge = Bridge(bindings, self._reply,
-                              max_pending_calls=self._config.max_pending_calls,
-                              max_call_bytes=self._config.max_call_bytes,
-                              max_value_bytes=self._config.max_output_bytes)
-        self._outcome: asyncio.Future[Outcome] = asyncio.get_running_loop().create_future()
+        self._calls = kernel.call_transport()
+        self._life = RunLifecycle(request, RunLimits.of(self._config), self._calls.send,
+                                  budget)
         self._cell_over = asyncio.Event()
         self._request: str | None = None
         self._error: str | None = None
@@ -147,71 +129,39 @@ class RunWatch:
         self._iopub_seen = 0
         self._files = Collected(())
 
-    async def run(self, signals: Iterable[AbortSignal]) -> CodeRunResult:
-        undos = [signal.add_listener(self._on_abort) for signal in signals]
+    async def watch(self, signals: Iterable[AbortSignal]) -> CodeRunResult:
+        """Execute the program and watch it until it settles; its result."""
+        life, config = self._life, self._config
         tasks: list[asyncio.Task[None]] = []
         try:
-            if not self._outcome.done():
-                connection = self._session.connection
-                self._request = connection.execute(
-                    program_cell(self._names, self._program, self._config.max_output_bytes,
-                                 self._helpers, keep=self._keep,
-                                 signatures=self._signatures))
-                self._reader = asyncio.create_task(self._read())
-                tasks = [self._reader,
-                         asyncio.create_task(self._watchdog()),
-                         asyncio.create_task(self._watch_disconnect()),
-                         asyncio.create_task(self._read_calls())]
-            outcome = await self._outcome
-            if isinstance(outcome, CodeRunFailure) and outcome.kind == "timeout":
-                await self._interrupt_and_drain()
-            elif isinstance(outcome, CodeRunFailure) and outcome.kind == "abort":
-                await self._take_ready_output()
-            elif self._keep and not isinstance(outcome, CodeRunFailure | _Idle):
-                await self._wait_idle()
+            with life.watching(signals, config.wall_seconds, f"the program passed its "
+                               f"wall-clock budget of {config.wall_seconds:g} s"):
+                if not life.settled:
+                    self._request = self._kernel.connection.execute(
+                        program_cell(self._names, self._program, config.max_output_bytes,
+                                     self._helpers, keep=self._keep,
+                                     signatures=self._signatures))
+                    self._reader = asyncio.create_task(self._read())
+                    tasks = [self._reader,
+                             asyncio.create_task(self._watchdog()),
+                             asyncio.create_task(self._watch_disconnect()),
+                             asyncio.create_task(self._read_calls())]
+                outcome = await life.outcome
+                if isinstance(outcome, CodeRunFailure) and outcome.kind == "timeout":
+                    await self._interrupt_and_drain()
+                elif isinstance(outcome, CodeRunFailure) and outcome.kind == "abort":
+                    await self._take_ready_output()
+                elif self._keep and not isinstance(outcome, CodeRunFailure | Unreported):
+                    await self._wait_idle()
         finally:
-            for undo in undos:
-                undo()
-            await _quietly(self._teardown(tasks, collect=self._outcome.done() and not
-                                          isinstance(self._outcome.result(),
-                                                     CodeRunFailure | _Idle)))
-        try:
-            result = self._result(outcome)
-        finally:
-            self._log.release()  # the result is the caller's now
-            self._displays.release()
-        return dataclasses.replace(result, displays=self._displays.displays,
-                                   displays_dropped=self._displays.dropped,
-                                   files=self._files.files, files_omitted=self._files.omitted)
-
-    def _on_abort(self, reason: str) -> None:
-        self._settle(CodeRunFailure(kind="abort", message=reason))
-
-    def _settle(self, outcome: Outcome) -> None:
-        if not self._outcome.done():
-            self._outcome.set_result(outcome)
-
-    def _fail(self, kind: FailureKind, message: str) -> None:
-        self._settle(CodeRunFailure(kind=kind, message=message))
-
-    def _reply(self, message: HostMessage) -> None:
-        failure = self._calls.send(message)
-        if failure is not None:
-            self._settle(failure)
+            await _quietly(self._teardown(tasks, collect=life.settled and not isinstance(
+                life.outcome.result(), CodeRunFailure | Unreported)))
+        return life.result(outcome, error=self._error, files=self._files)
 
     def _on_call(self, event: CallEvent) -> None:
         """One event of the call transport, from either reader."""
-        if isinstance(event, CodeRunFailure):
-            if event.kind == "output-limit":
-                self._log.over_limit = True
-            self._settle(event)
-            return
-        # After settlement nothing from the kernel reaches the bridge (no new calls).
-        if not self._outcome.done():
-            done = self._bridge.receive(event.data, event.size)
-            if done is not None:
-                self._cell_over.set()
-                self._settle(done)
+        if self._life.on_call(event):
+            self._cell_over.set()
 
     async def _read_calls(self) -> None:
         """Events from the transport's own channel, if it has one (see ``transport.calls``)."""
@@ -223,7 +173,7 @@ class RunWatch:
                 return
 
     async def _read(self) -> None:
-        connection = self._session.connection
+        connection = self._kernel.connection
         turn = _Turn()
         while True:
             message = await connection.recv_iopub()
@@ -233,11 +183,10 @@ class RunWatch:
                     self._handle(message)
                 except Exception as error:  # a bug of ours must end the run, not hang it
                     _log.exception("reading the kernel's messages failed")
-                    self._fail("kernel-exit", f"the host failed to read the kernel's "
+                    self._life.fail("kernel-exit", f"the host failed to read the kernel's "
                                f"messages ({type(error).__name__}); the run was ended")
                     return
-            if self._log.over_limit:
-                self._fail("output-limit", self._log.limit_message())
+            if self._life.check_output():
                 return
 
     def _handle(self, message: Incoming) -> None:
@@ -254,10 +203,10 @@ class RunWatch:
         if msg_type == "stream":
             name, text = content.get("name"), content.get("text")
             if isinstance(name, str) and isinstance(text, str):
-                self._log.write(name, text)
+                self._life.log.write(name, text)
         elif msg_type == "display_data":
             # update_display_data and clear_output are ignored: see ``displays``.
-            self._displays.add(content, self._log.entry_count)
+            self._life.displays.add(content, self._life.log.entry_count)
         elif msg_type == "error":
             # The program's own exceptions come in its done message; an error of the cell
             # means the runtime in the kernel failed (or was sabotaged). IPython's coloured
@@ -268,37 +217,30 @@ class RunWatch:
         elif msg_type == "status" and content.get("execution_state") == "idle":
             self._cell_over.set()
             self._idle.set()
-            self._settle(_IDLE)
+            self._life.settle(UNREPORTED)
 
     async def _watchdog(self) -> None:
-        config = self._config
-        process = self._session.process
+        process = self._kernel.process
         root = process.root_pid
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + config.wall_seconds
         cpu_start = proctree.tree_cpu_seconds(root) if root is not None else 0.0
         polls = 0
         while True:
             await asyncio.sleep(POLL_SECONDS)
             polls += 1
-            if loop.time() >= deadline:
-                self._fail("timeout", f"the program passed its wall-clock budget of "
-                           f"{config.wall_seconds:g} s")
-                return
             if not await process.is_alive():
                 await self._died()
                 return
             if root is not None and polls % CPU_EVERY_POLLS == 0:
                 used = proctree.tree_cpu_seconds(root) - cpu_start
                 if used > self._compute.seconds:
-                    self._fail("timeout", self._compute.message)
+                    self._life.fail("timeout", self._compute.message)
                     return
 
     async def _watch_disconnect(self) -> None:
         """iopub drops when the kernel dies or sends a message over the size cap (or, on a
         gateway, when the gateway starts dropping output: the channels say why)."""
-        reason = await self._session.connection.wait_disconnected()
-        process = self._session.process
+        reason = await self._kernel.connection.wait_disconnected()
+        process = self._kernel.process
         loop = asyncio.get_running_loop()
         give_up = loop.time() + DISCONNECT_SETTLE_SECONDS
         while loop.time() < give_up:
@@ -306,21 +248,21 @@ class RunWatch:
                 await self._died()
                 return
             await asyncio.sleep(0.01)
-        self._log.over_limit = True
-        self._fail("output-limit", reason or too_large(self._config.max_message_bytes))
+        self._life.log.over_limit = True
+        self._life.fail("output-limit", reason or too_large(self._config.max_message_bytes))
 
     async def _died(self) -> None:
         """Take what the kernel sent before it died (it may have finished), then settle."""
-        if self._dying or self._outcome.done():
+        if self._dying or self._life.settled:
             return
         self._dying = True
         if self._reader is not None:
             self._reader.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._reader
-        for message in await self._session.connection.ready_iopub():
+        for message in await self._kernel.connection.ready_iopub():
             self._handle(message)
-        self._fail("kernel-exit", self._session.process.exit_reason())
+        self._life.fail("kernel-exit", self._kernel.process.exit_reason())
 
     async def _take_ready_output(self) -> None:
         """On abort: keep what the program printed before it was stopped. The reader goes
@@ -339,7 +281,7 @@ class RunWatch:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await self._reader
         with contextlib.suppress(Exception):
-            for message in await self._session.connection.ready_iopub():
+            for message in await self._kernel.connection.ready_iopub():
                 self._handle(message)
 
     async def _wait_idle(self) -> None:
@@ -349,12 +291,12 @@ class RunWatch:
             async with asyncio.timeout(IDLE_SECONDS):
                 await self._idle.wait()
         if self._idle.is_set() and not self._dying:
-            self.kept = await self._session.process.is_alive()
+            self.kept = await self._kernel.process.is_alive()
 
     async def _interrupt_and_drain(self) -> None:
         """Interrupt, then read output until the cell ends or the grace period passes."""
         with contextlib.suppress(Exception):
-            await self._session.process.interrupt()
+            await self._kernel.process.interrupt()
         with contextlib.suppress(TimeoutError):
             async with asyncio.timeout(self._config.interrupt_grace_seconds):
                 await self._cell_over.wait()
@@ -365,26 +307,15 @@ class RunWatch:
         for task in tasks:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await task
-        workdir = getattr(self._session, "remote_workdir", None)
+        workdir = getattr(self._kernel, "remote_workdir", None)
         if collect and isinstance(workdir, str):  # a remote kernel's files, before it goes
             self._files = await collect_remote(
-                self._session.connection, workdir, self._config.output_limits,
+                self._kernel.connection, workdir, self._config.output_limits,
                 min(COLLECT_SECONDS, self._config.wall_seconds))
-        self._log.finish()  # the last partial lines reach an observer before it is closed
-        self._bridge.stop("the run ended")
+        self._life.stop_calls()
         if not self.kept:
-            await self._session.process.kill()
-        await self._bridge.drain()
-
-    def _result(self, outcome: Outcome) -> CodeRunResult:
-        logs = self._log.finish()
-        if isinstance(outcome, CodeRunFailure):
-            return CodeRunResult(logs=logs, failure=outcome)
-        if isinstance(outcome, _Idle):
-            message = self._error or "the program ended without reporting a result"
-            return CodeRunResult(logs=logs, failure=CodeRunFailure(kind="exception",
-                                                                   message=message))
-        return done_result(outcome, logs, self._log, self._config.max_output_bytes)
+            await self._kernel.process.kill()
+        await self._life.drain()
 
 
 class _Turn:

@@ -1,6 +1,6 @@
 """The host's channels to one kernel, whatever carries them.
 
-A :class:`~.session.KernelSession` talks to its kernel through
+A :class:`~.live_kernel.LiveKernel` talks to its kernel through
 :class:`KernelChannels`: shell requests out, iopub messages in. Local kernels
 use :class:`~.connection.KernelConnection` (zmq sockets built from the
 connection info). A kernel that brings its own channels — a gateway kernel,

@@ -204,7 +204,7 @@ async def test_oversized_message_hits_the_output_limit(
     runtime = await make_runtime(max_output_bytes=2**20, max_call_bytes=2**20)
     program = """\
 import sys
-bridge = sys.modules["_dsh_jupyter_inkernel"].runtime.bridge
+bridge = sys.modules["_dsh_jupyter_inkernel"].runtime.client
 bridge.done({"kind": "junk", "blob": "z" * 5_000_000})
 await asyncio.sleep(30)
 """

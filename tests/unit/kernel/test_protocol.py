@@ -15,7 +15,7 @@ from dsh_jupyter.kernel import KernelRuntimeConfig, inject, protocol
 from dsh_jupyter.kernel.inkernel import _loader, messages, program, runner, values
 from dsh_jupyter.kernel.inkernel.messages import HostMessage
 from dsh_jupyter.kernel.protocol import Malformed, parse_kernel_message
-from dsh_jupyter.kernel.run.bridge import Bridge
+from dsh_jupyter.kernel.run.call_server import CallServer
 from dsh_jupyter.kernel.run.logs import OutputLog
 from dsh_jupyter.kernel.run.workspace import Workspace
 from dsh_jupyter.kernel.transport.carrier import CarrierListener, MessageTooLarge
@@ -106,8 +106,9 @@ async def test_bridge_answers_and_drops() -> None:
     async def denied(args: JsonValue) -> JsonValue:
         raise BindingError("nope")
 
-    bridge = Bridge(FunctionBindings({"echo": echo, "held": held, "denied": denied}), kernel.send,
-                    max_pending_calls=4, max_call_bytes=100, max_value_bytes=1 << 20)
+    bridge = CallServer(FunctionBindings({"echo": echo, "held": held, "denied": denied}),
+                        kernel.send, max_pending_calls=4, max_call_bytes=100,
+                        max_value_bytes=1 << 20)
     bridge.receive({"kind": "call", "id": "1", "name": "echo", "args": {"a": 1}}, 10)
     bridge.receive({"kind": "call", "id": "2", "name": "held", "args": {}}, 10)
     bridge.receive({"kind": "call", "id": "2", "name": "held", "args": {}}, 10)  # duplicate
@@ -141,8 +142,8 @@ async def test_bridge_limits_calls_in_flight() -> None:
         await gate.wait()
         return None
 
-    bridge = Bridge(FunctionBindings({"held": held}), kernel.send, max_pending_calls=2,
-                    max_call_bytes=100, max_value_bytes=1 << 20)
+    bridge = CallServer(FunctionBindings({"held": held}), kernel.send, max_pending_calls=2,
+                        max_call_bytes=100, max_value_bytes=1 << 20)
     for call_id in "abc":
         bridge.receive({"kind": "call", "id": call_id, "name": "held", "args": {}}, 1)
     await kernel.settle()
@@ -171,8 +172,8 @@ async def test_stop_closes_the_bindings_once_for_calls_in_flight() -> None:
         return None
 
     bindings = Watching({"watch": watcher})
-    bridge = Bridge(bindings, kernel.send, max_pending_calls=5, max_call_bytes=100,
-                    max_value_bytes=1 << 20)
+    bridge = CallServer(bindings, kernel.send, max_pending_calls=5, max_call_bytes=100,
+                        max_value_bytes=1 << 20)
     bridge.receive({"kind": "call", "id": "1", "name": "watch", "args": {}}, 1)
     await kernel.settle()
     bridge.stop("the run ended")

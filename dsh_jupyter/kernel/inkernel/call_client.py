@@ -1,5 +1,6 @@
-"""The kernel end of the tool calls: :class:`Bridge` sends calls and resolves their
-futures from the host's replies; a failed call raises :class:`ToolCallError` in the program.
+"""The kernel end of the tool calls, their client: :class:`CallClient` sends calls and
+resolves their futures from the host's replies (the host's call server answers them); a
+failed call raises :class:`ToolCallError` in the program.
 
 A call awaits a future that the comm's ``on_msg`` handler resolves, so the program must
 await on the kernel's event loop (ipykernel >= 7.4 delivers comm messages to a cell that
@@ -55,7 +56,7 @@ class _Pending:
         self.future: asyncio.Future[JsonValue] = loop.create_future()
 
 
-class Bridge:
+class CallClient:
     """The kernel end of the tool calls: sends calls, resolves their futures from replies.
 
     Calls travel over the comm unless the host offered a local socket (``carrier``)

@@ -1,4 +1,5 @@
-"""The host end of one run's tool calls: validate, dispatch to bindings, reply.
+"""The host end of one run's tool calls, their server: validate, dispatch to bindings,
+reply (the program's end, in the kernel, is ``inkernel/call_client.py``).
 
 The kernel is hostile, so every message is checked (see ``protocol``): junk
 without an id is dropped; a call that cannot be served (unknown name, arguments
@@ -12,8 +13,8 @@ is applied as it comes, so no step costs more than one frame. The frames of all
 calls being assembled share ``max_call_bytes``; a result's frames are bounded by
 ``max_value_bytes``.
 
-Quiescence: when the run ends, :meth:`Bridge.stop` stops dispatching and
-replying and closes the bindings (their calls in flight stop); :meth:`Bridge.drain`
+Quiescence: when the run ends, :meth:`CallServer.stop` stops dispatching and
+replying and closes the bindings (their calls in flight stop); :meth:`CallServer.drain`
 waits for them to finish. Bindings are cooperative: they are never cancelled, so
 a run returns only after every binding call it started has returned, and no binding is called
 after that.
@@ -49,7 +50,7 @@ class BuiltResult:
 Done = DoneOkMessage | DoneErrorMessage | BuiltResult
 
 
-class Bridge:
+class CallServer:
     """Answers the calls of one run with ``bindings``; ``send`` carries replies to the kernel."""
 
     def __init__(self, bindings: Bindings, send: Callable[[HostMessage], None], *,

@@ -1,13 +1,13 @@
-"""One kernel, prepared and used for exactly one run (or, kept by a stateful session, for
-each run of that session in turn: see ``stateful``).
+"""One live kernel, prepared and used for exactly one run (or, kept by a stateful session,
+for each run of that session in turn: see ``stateful``).
 
-:meth:`KernelSession.open` makes a workspace, starts a kernel, connects, waits
+:meth:`LiveKernel.open` makes a workspace, starts a kernel, connects, waits
 until it is ready and injects the in-kernel package (which opens the tools comm: the
 first ``comm_open`` for our target answering our setup cell is the only comm the
 host trusts; with ``carrier="socket"`` on a local kernel the setup cell also
 names the socket carrier), then removes the connection file a stock launch
 wrote. From then on the kernel must stay silent until its run: see
-:meth:`KernelSession.pristine`. :meth:`KernelSession.run` executes the program
+:meth:`LiveKernel.pristine`. :meth:`LiveKernel.execute` executes the program
 and watches it; :meth:`close` kills the kernel, waits until its process tree is
 reaped, and removes its workspace.
 """
@@ -43,7 +43,7 @@ class KernelStartError(Exception):
     """The kernel did not start, become ready, or accept the injected module."""
 
 
-class KernelSession:
+class LiveKernel:
     """A started, ready kernel with the runtime injected; serves one run, or a stateful
     session's runs while each leaves it :attr:`reusable`."""
 
@@ -64,7 +64,7 @@ class KernelSession:
 
     @classmethod
     async def open(cls, launcher: KernelLauncher, config: KernelRuntimeConfig,
-                   context: zmq.asyncio.Context, runtime_dir: Path) -> KernelSession:
+                   context: zmq.asyncio.Context, runtime_dir: Path) -> LiveKernel:
         """Start and prepare a kernel whose workspace goes in ``runtime_dir``. Raises
         :class:`KernelStartError`; on any failure or cancellation everything started is
         torn down first."""
@@ -87,7 +87,7 @@ class KernelSession:
             else:
                 connection = KernelConnection(context, process.connection_info,
                                               max_message_bytes=config.max_message_bytes)
-            session = cls(process, connection, workspace, config)
+            kernel = cls(process, connection, workspace, config)
             if config.carrier == "socket" and process.root_pid is not None:
                 listener = await CarrierListener.open(
                     workspace, max_message_bytes=config.max_message_bytes,
@@ -95,10 +95,10 @@ class KernelSession:
                     seconds=min(1.0, config.startup_seconds))
             carrier = None if listener is None else (listener.kernel_path, listener.token)
             setup = setup_cell(carrier, preloaded=launcher.preloads_runtime)
-            await session._prepare(setup, listener)
+            await kernel._prepare(setup, listener)
             if config.gateway is not None:
-                session.remote_workdir = await _prepare_remote(session)
-            return session
+                kernel.remote_workdir = await _prepare_remote(kernel)
+            return kernel
         except BaseException as error:
             if listener is not None:
                 listener.close()
@@ -153,7 +153,7 @@ class KernelSession:
             if listener is not None:
                 self.carrier = await listener.accept()
 
-    async def run(self, request: RunRequest, signals: Iterable[AbortSignal],
+    async def execute(self, request: RunRequest, signals: Iterable[AbortSignal],
                   budget: OutputBudget | None = None, *, keep: bool = False,
                   compute: ComputeLimit | None = None) -> CodeRunResult:
         """Run the request's program on this kernel (see :class:`~.watch.RunWatch`); its output
@@ -161,14 +161,14 @@ class KernelSession:
         ``keep`` (a stateful session) keeps the program's names and, when the run ends
         cleanly, the kernel (:attr:`reusable`); ``compute`` overrides the compute budget."""
         if self.used and not self.reusable:
-            raise RuntimeError("a kernel session serves one run")
+            raise RuntimeError("a live kernel serves one run")
         self.used = True
         self.reusable = False
         watch = RunWatch(self, request, budget, keep=keep, compute=compute)
         caps = self.workspace.caps
         before = caps.counters() if caps is not None else (0, 0)
         try:
-            result = await watch.run(signals)
+            result = await watch.watch(signals)
         finally:
             self.reusable = watch.kept and not self._closed
         if caps is None or result.failure is None:
@@ -223,11 +223,11 @@ async def _prepare_files(workspace: Workspace, config: KernelRuntimeConfig) -> N
         raise KernelStartError(f"the run's inputs could not be placed: {error}") from error
 
 
-async def _prepare_remote(session: KernelSession) -> str:
+async def _prepare_remote(kernel: LiveKernel) -> str:
     """A remote kernel's private working directory, holding its inputs."""
-    config = session.config
+    config = kernel.config
     try:
-        return await prepare_remote(session.connection, config.input_paths,
+        return await prepare_remote(kernel.connection, config.input_paths,
                                     config.startup_seconds)
     except (RuntimeError, TimeoutError, ValueError) as error:
         raise KernelStartError(f"the remote kernel's working directory could not be "
