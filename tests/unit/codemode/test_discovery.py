@@ -1,7 +1,9 @@
-"""Discovery: the index prompt, tools.search / tools.describe, and calls through it.
+"""Discovery, with the in-process runtime (no kernel): the index prompt, tools.search and
+tools.describe, and calls through them under policy, masks and per-scope modes.
 
 The large catalog is tests/golden/discovery/discovery_support.py: the realistic 20 tools and the
-captured schemas of two npm MCP servers, repeated under server prefixes to 300.
+captured schemas of two npm MCP servers, repeated under server prefixes to 300. A program that
+searches, describes and calls runs on both runtimes in tests/kernel/test_discovery_runtimes.py.
 """
 
 from __future__ import annotations
@@ -9,56 +11,26 @@ from __future__ import annotations
 import json
 import random
 import sys
-from collections.abc import AsyncIterator, Callable, Iterable
 from pathlib import Path
 from typing import Any
 
 import pytest
+from code_mode_support import registry_of, run
 
 from dsh_jupyter import Deny, ToolCall, ToolRegistry, default_render, define_tool
 from dsh_jupyter.codemode.discovery import Catalog, helper_bindings
 from dsh_jupyter.codemode.sdk_python import SdkTool, python_sdk_parts, render_python_sdk
 from dsh_jupyter.errors import CodeModeError, RegistrationError
-from dsh_jupyter.kernel import KernelRuntime, KernelRuntimeConfig
-from dsh_jupyter.registry.execution import ToolRunContext
-from dsh_jupyter.runtime import CodeRuntime
-from dsh_jupyter.testing import InProcessRuntime
 
-sys.path.insert(0, str(Path(__file__).parents[1] / "golden" / "discovery"))
+sys.path.insert(0, str(Path(__file__).parents[2] / "golden" / "discovery"))
 from discovery_support import base_tools, large_catalog
 
-GOLDEN_SDK = Path(__file__).parents[1] / "golden" / "sdk"
-
-
-def registry_of(tools: Iterable[SdkTool], runtime: CodeRuntime | None = None,
-                mode: Any = "discovery") -> ToolRegistry:
-    """Stand-ins for ``tools`` that return their name and arguments (so their output
-    schema is "any": the catalog's would reject that value)."""
-    registry = ToolRegistry(mode=mode, code_runtime=runtime or InProcessRuntime())
-    for tool in tools:
-        registry.register(define_tool(
-            name=tool.name, description=tool.description, parameters=tool.parameters,
-            output={"schema": {}, "render": default_render}, allow_unsupported_schema=True,
-            execute=_echo(tool.name)))
-    return registry
-
-
-def _echo(name: str) -> Callable[[Any, ToolRunContext], Any]:
-    def execute(args: Any, _ctx: ToolRunContext) -> Any:
-        return {"tool": name, "args": args}
-
-    return execute
+GOLDEN_SDK = Path(__file__).parents[2] / "golden" / "sdk"
 
 
 def prompt_bytes(registry: ToolRegistry, scope: Any = None) -> int:
     prompt = registry.prompt(scope)
     return len(prompt.system_text.encode()) + len(json.dumps(prompt.tools).encode())
-
-
-async def run(registry: ToolRegistry, code: str, **kw: Any) -> Any:
-    return await registry.execute(ToolCall(call_id="r1", name="run_code",
-                                           arguments={"code": code, "description": "test"},
-                                           **kw))
 
 
 # --- the index -----------------------------------------------------------------------
@@ -168,68 +140,6 @@ def test_a_tool_named_like_a_helper_is_described_by_subscript() -> None:
 
 
 # --- programs --------------------------------------------------------------------------
-
-@pytest.fixture(params=["in-process", pytest.param("kernel", marks=pytest.mark.kernel)])
-async def code_runtime(request: pytest.FixtureRequest) -> AsyncIterator[CodeRuntime]:
-    if request.param == "in-process":
-        yield InProcessRuntime()
-        return
-    async with KernelRuntime(KernelRuntimeConfig(pool_size=1)) as runtime:
-        yield runtime
-
-
-PROGRAM = '''
-hits = await tools.search("list directory sizes", limit=3)
-name = hits[0]["name"]
-signature = await tools.describe(name)
-print(name)
-print(signature.splitlines()[0])
-return await tools[name]({"path": "/data", "sortBy": "size"})
-'''
-
-
-@pytest.mark.timeout(90)
-async def test_a_program_searches_describes_and_calls(code_runtime: CodeRuntime) -> None:
-    registry = registry_of(large_catalog(300), code_runtime)
-    events: list[str] = []
-    registry.on_event(lambda e: events.append(f"{e['kind']} {e.get('name')}"))
-    result = await run(registry, PROGRAM)
-    assert not result.is_error, result.text
-    assert result.value == {
-        "logs": ["fs_list_directory_with_sizes", "class FsListDirectoryWithSizesArgs(TypedDict):"],
-        "result": {"tool": "fs_list_directory_with_sizes",
-                   "args": {"path": "/data", "sortBy": "size"}}}
-    # The helpers are no calls: only the tool call went through the pipeline.
-    dispatched = [e for e in events if e.startswith("tool/code-dispatch ")]
-    assert dispatched == ["tool/code-dispatch fs_list_directory_with_sizes"]
-
-
-@pytest.mark.timeout(90)
-async def test_helper_misuse_and_unknown_names_fail_inside_the_program(
-        code_runtime: CodeRuntime) -> None:
-    registry = registry_of(large_catalog(50), code_runtime)
-    result = await run(registry, '''
-out = []
-try:
-    await tools.describe("fs_nope")
-except ToolCallError as error:
-    out.append(error.message)
-try:
-    await tools.search(3)
-except ToolCallError as error:
-    out.append(error.message)
-try:
-    await tools.search("a", 2, 3)
-except TypeError as error:
-    out.append(str(error))
-return out
-''')
-    assert result.value["result"] == [
-        "no tool named 'fs_nope' in this run; similar: fs_read_file, fs_edit_file, "
-        "fs_write_file (tools.search finds tools by words)",
-        "tools.search(query, limit=10): query must be a string",
-        "tools.search(query, limit) takes at most 2 arguments"]
-
 
 async def test_a_denial_through_discovery_runs_the_pipeline() -> None:
     registry = registry_of(large_catalog(50))
