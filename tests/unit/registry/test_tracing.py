@@ -1,20 +1,18 @@
-"""OpenTelemetry spans (``registry.instrument``): one span per call, sub-calls of a
-run_code program parented to its span, what the policy decided, errors as status, and no
-argument or result value unless asked. Every test exports to memory from a private
-``TracerProvider``; the global provider is never touched."""
+"""OpenTelemetry spans (``registry.instrument``), without a kernel: one span per call, what
+the policy decided, errors as status, sub-call events carrying span ids, and no argument or
+result value unless asked. Every test exports to memory from a private ``TracerProvider``
+(tracing_support's ``Traces``); the global provider is never touched. The span tree of a
+run_code program on both runtimes is in tests/kernel/test_tracing_runtimes.py."""
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
-from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
-from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import StatusCode
+from tracing_support import Traces, attrs, echo, error_of, run_code
 
 from dsh_jupyter import (
     Accept,
@@ -26,36 +24,13 @@ from dsh_jupyter import (
     ToolExecution,
     ToolRegistry,
     ToolRunContext,
-    define_tool,
     enforce_timeouts,
 )
 from dsh_jupyter.errors import RegistrationError
-from dsh_jupyter.kernel import KernelRuntime, KernelRuntimeConfig
+from dsh_jupyter.kernel import InProcessRuntime
 from dsh_jupyter.registry.tracing import CLIPPED
-from dsh_jupyter.runtime import CodeRuntime
-from dsh_jupyter.testing import InProcessRuntime
 
 SECRET = "sk-live-5ecret-token"
-
-
-class Traces:
-    """A private provider exporting every ended span to memory."""
-
-    def __init__(self) -> None:
-        self.exporter = InMemorySpanExporter()
-        self.provider = TracerProvider()
-        self.provider.add_span_processor(SimpleSpanProcessor(self.exporter))
-
-    @property
-    def spans(self) -> tuple[ReadableSpan, ...]:
-        return tuple(self.exporter.get_finished_spans())
-
-    def one(self) -> ReadableSpan:
-        (span,) = self.spans
-        return span
-
-    def named(self, name: str) -> list[ReadableSpan]:
-        return [s for s in self.spans if s.name == name]
 
 
 @pytest.fixture
@@ -63,49 +38,8 @@ def traces() -> Traces:
     return Traces()
 
 
-@pytest.fixture(params=["in-process", pytest.param("kernel", marks=pytest.mark.kernel)])
-async def code_runtime(request: pytest.FixtureRequest) -> AsyncIterator[CodeRuntime]:
-    """The same span tree on the in-process runtime and on a real kernel."""
-    if request.param == "in-process":
-        yield InProcessRuntime()
-        return
-    async with KernelRuntime(KernelRuntimeConfig(pool_size=1)) as runtime:
-        yield runtime
-
-
-def echo(*, delay: float = 0.0, safe: bool = False, timeout_ms: float | None = None,
-         started: asyncio.Event | None = None) -> Any:
-    async def body(args: Any, ctx: ToolRunContext) -> str:
-        if started is not None:
-            started.set()
-        if delay:  # settles early when the call is stopped (a timeout, a cancellation)
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(ctx.signal.wait(), delay)
-        return str(args["text"])
-
-    return define_tool(name="echo", description="Echo text.",
-                       parameters={"type": "object", "properties": {"text": {"type": "string"}},
-                                   "required": ["text"]},
-                       output={"schema": {"type": "string"}, "render": lambda a, v: str(v)},
-                       execute=body, timeout_ms=timeout_ms,
-                       is_concurrency_safe=(lambda a: True) if safe else None)
-
-
 def call(text: str = "hi", call_id: str = "c1", **kw: Any) -> ToolCall:
     return ToolCall(call_id=call_id, name="echo", arguments={"text": text}, **kw)
-
-
-def run_code(code: str, call_id: str = "r1") -> ToolCall:
-    return ToolCall(call_id=call_id, name="run_code",
-                    arguments={"code": code, "description": "two echoes"})
-
-
-def attrs(span: ReadableSpan) -> dict[str, Any]:
-    return dict(span.attributes or {})
-
-
-def error_of(span: ReadableSpan) -> tuple[StatusCode, str | None]:
-    return span.status.status_code, span.status.description
 
 
 class ScriptedApprovals:
@@ -172,83 +106,7 @@ async def test_unknown_tool_and_invalid_arguments_fail_the_span(traces: Traces) 
     assert "dsh.pre_execute.decision" not in attrs(invalid)  # never reached the policy
 
 
-# --- run_code and its sub-calls -----------------------------------------------------------
-
-
-async def test_parallel_sub_calls_are_children_of_the_run_code_span(
-        traces: Traces, code_runtime: CodeRuntime) -> None:
-    registry = ToolRegistry(mode="code", code_runtime=code_runtime)
-    registry.register(echo(delay=0.2, safe=True))
-    registry.instrument(traces.provider)
-    result = await registry.execute(run_code(
-        "a, b = await asyncio.gather(tools.echo({'text': 'a'}), tools.echo({'text': 'b'}))\n"
-        "return a + b"))
-    assert not result.is_error, result
-    (run,) = traces.named("execute_tool run_code")
-    subs = sorted(traces.named("execute_tool echo"),
-                  key=lambda s: str(attrs(s)["gen_ai.tool.call.id"]))
-    assert len(traces.spans) == 3
-    assert run.parent is None and run.context is not None
-    facts = {key: value for key, value in attrs(run).items() if key.startswith("dsh.kernel.")}
-    assert {key: value for key, value in attrs(run).items() if key not in facts} == {
-        "gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "run_code",
-        "gen_ai.tool.call.id": "r1", "dsh.run_code.description": "two echoes",
-        "dsh.pre_execute.decision": "allow", "dsh.result.bytes": len("ab"),  # rendered raw
-        "dsh.run_code.sub_calls": 2, "dsh.run_code.log_lines": 0, "dsh.run_code.displays": 0,
-        "dsh.budget.max_parallel_sub_calls": 10,
-        **({} if isinstance(code_runtime, InProcessRuntime) else {
-            "dsh.budget.wall_seconds": 600.0, "dsh.budget.compute_seconds": 60.0,
-            "dsh.budget.max_output_bytes": 64 * 1024 * 1024})}
-    if isinstance(code_runtime, KernelRuntime):
-        wait_ms = facts.pop("dsh.kernel.wait_ms")
-        assert isinstance(wait_ms, float) and wait_ms >= 0
-        assert facts == {"dsh.kernel.source": "pool", "dsh.kernel.launcher": "fork",
-                         "dsh.kernel.confined": code_runtime.confined}
-    else:
-        assert facts == {}
-    for n, sub in enumerate(subs, start=1):
-        assert sub.parent is not None and sub.context is not None
-        assert sub.parent.span_id == run.context.span_id
-        assert sub.context.trace_id == run.context.trace_id
-        assert attrs(sub) == {
-            "gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "echo",
-            "gen_ai.tool.call.id": f"r1:code:{n}", "dsh.pre_execute.decision": "allow",
-            "dsh.result.bytes": 1}
-        assert sub.status.status_code == StatusCode.UNSET
-    first, second = subs
-    assert first.start_time is not None and first.end_time is not None
-    assert second.start_time is not None and second.end_time is not None
-    assert first.start_time < second.end_time and second.start_time < first.end_time  # overlap
-    assert run.start_time is not None and run.end_time is not None
-    assert run.start_time <= first.start_time and max(first.end_time,
-                                                      second.end_time) <= run.end_time
-
-
-@pytest.mark.kernel
-async def test_a_cold_kernel_and_the_failure_kind_are_recorded(traces: Traces) -> None:
-    config = KernelRuntimeConfig(pool_size=0, launcher="stock", wall_seconds=30,
-                                 max_output_bytes=10_000)
-    async with KernelRuntime(config) as runtime:
-        registry = ToolRegistry(mode="code", code_runtime=runtime, max_parallel_sub_calls=3)
-        registry.register(echo())
-        registry.instrument(traces.provider)
-        result = await registry.execute(run_code(
-            "print('one')\nprint('two')\nawait tools.echo({'text': 'x'})\n"
-            "raise ValueError('no')"))
-    assert result.error is not None and result.error.code == "CODE_RUN_FAILED"
-    (run,) = traces.named("execute_tool run_code")
-    recorded = attrs(run)
-    assert error_of(run) == (StatusCode.ERROR, "CODE_RUN_FAILED")
-    assert recorded["dsh.run_code.failure"] == "exception"
-    assert recorded["dsh.kernel.source"] == "cold"
-    assert recorded["dsh.kernel.launcher"] == "stock"
-    assert recorded["dsh.kernel.confined"] is runtime.confined
-    # A cold start waits for the kernel: far longer than taking one from a pool.
-    assert isinstance(recorded["dsh.kernel.wait_ms"], float)
-    assert recorded["dsh.kernel.wait_ms"] > 50
-    assert (recorded["dsh.budget.wall_seconds"], recorded["dsh.budget.max_output_bytes"],
-            recorded["dsh.budget.max_parallel_sub_calls"]) == (30, 10_000, 3)
-    assert (recorded["dsh.run_code.sub_calls"], recorded["dsh.run_code.log_lines"]) == (1, 2)
+# --- what a body records, sub-call events, a cancelled call ----------------------------
 
 
 async def test_a_body_records_attributes_of_its_own(traces: Traces) -> None:
@@ -317,43 +175,6 @@ async def test_sub_call_events_carry_their_span_ids(traces: Traces) -> None:
     assert sub is not None and sub.trace is not None
     header = html_header(sub.document(), timing=True)
     assert sub.trace[1] in header and f"trace {run_trace}" in header
-
-
-async def test_a_cancelled_run_ends_every_span_as_an_error(
-        traces: Traces, code_runtime: CodeRuntime) -> None:
-    registry = ToolRegistry(mode="code", code_runtime=code_runtime)
-    running = 0
-    both_running = asyncio.Event()
-
-    async def slow(args: Any, ctx: ToolRunContext) -> str:
-        nonlocal running
-        running += 1
-        if running == 2:
-            both_running.set()
-        await ctx.signal.wait()
-        return "x"
-
-    registry.register(define_tool(name="slow", parameters={"type": "object"},
-                                  output={"schema": {"type": "string"},
-                                          "render": lambda a, v: str(v)},
-                                  execute=slow, is_concurrency_safe=lambda a: True))
-    registry.instrument(traces.provider)
-    task = asyncio.create_task(registry.execute(run_code(
-        "await asyncio.gather(tools.slow({}), tools.slow({}))")))
-    await both_running.wait()
-    task.cancel()
-    with pytest.raises(asyncio.CancelledError):
-        await task
-    (run,) = traces.named("execute_tool run_code")
-    subs = traces.named("execute_tool slow")
-    assert error_of(run) == (StatusCode.ERROR, "CODE_RUN_FAILED")
-    assert len(subs) == 2
-    for sub in subs:
-        assert error_of(sub) == (StatusCode.ERROR, "ABORTED")
-        assert sub.parent is not None and run.context is not None
-        assert sub.parent.span_id == run.context.span_id
-        assert sub.end_time is not None and run.end_time is not None
-        assert sub.end_time <= run.end_time
 
 
 async def test_a_native_call_cancelled_before_its_body_settles_ends_its_span(
