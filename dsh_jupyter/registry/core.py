@@ -73,7 +73,7 @@ class RegistryCore(Layer):
         self._listeners = Listeners()
         self._running: dict[ExecutionToken, CallRun] = {}
         self._code_mode: CodePresentation | None = None
-        self.listen(SessionEvents(self))
+        self._session_events: Disposer | None = None  # listening while a sink is attached
 
     def __repr__(self) -> str:
         return (f"<{type(self).__name__} mode={self.mode!r} tools={len(self._tools)} "
@@ -309,8 +309,21 @@ class RegistryCore(Layer):
         return _subscribe(self._change_listeners, listener, "change listener")
 
     def on_event(self, sink: EventSink) -> Undo:
-        """Send durable session events (see :mod:`dsh_jupyter.events`) to ``sink``."""
-        return _subscribe(self._event_sinks, sink, "event sink")
+        """Send durable session events (see :mod:`dsh_jupyter.events`) to ``sink``.
+
+        The calls' ``tool/*`` events come from a listener registered with the first sink
+        and removed with the last, so a registry nobody records tells it nothing."""
+        unsubscribe = _subscribe(self._event_sinks, sink, "event sink")
+        if self._session_events is None:
+            self._session_events = self.listen(SessionEvents(self))
+
+        def undo() -> None:
+            unsubscribe()
+            if not self._event_sinks and self._session_events is not None:
+                self._session_events()
+                self._session_events = None
+
+        return Disposer(undo, f"event sink {_callable_name(sink)}")
 
     def emit(self, event: SessionEvent) -> None:
         """Send ``event`` to every sink attached with :meth:`on_event` (the agent loop

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from dsh_jupyter import JsonlSessionWriter, ToolCall, ToolRegistry, define_tool, read_session
+from dsh_jupyter.events import SessionEvent
 
 
 async def test_top_level_calls_write_call_and_result_events(tmp_path: Path) -> None:
@@ -96,3 +98,42 @@ async def test_a_stopped_call_says_so_in_its_result_event() -> None:
     assert results["s1"]["stopped"] == "stopped by the user"
     assert results["s2"]["stopped"] == "the call was cancelled"
     assert "stopped" not in results["f1"] and "stopped" not in results["ok"]
+
+
+async def test_events_follow_the_sinks_attached_removed_and_attached_again() -> None:
+    # The tool/* events come from a listener that is there only while a sink is (a
+    # registry nobody records tells it nothing): each sink sees each call's two events
+    # once, whatever came and went before.
+    registry = ToolRegistry()
+
+    @registry.tool
+    async def t() -> str:
+        "A tool."
+        return "ok"
+
+    def recorder(bucket: list[str]) -> Callable[[SessionEvent], None]:
+        return lambda event: bucket.append(f"{event['kind']} {dict(event)['call_id']}")
+
+    async def call(call_id: str) -> None:
+        await registry.execute(ToolCall(call_id=call_id, name="t"))
+
+    first: list[str] = []
+    second: list[str] = []
+    unheard = len(registry._listeners)
+    await call("unheard")
+    stop_first = registry.on_event(recorder(first))
+    stop_second = registry.on_event(recorder(second))
+    assert len(registry._listeners) == unheard + 1
+    await call("both")
+    stop_first()
+    await call("second only")
+    stop_second()
+    assert len(registry._listeners) == unheard
+    await call("nobody")
+    stop_second()  # again: nothing
+    stop_first = registry.on_event(recorder(first))
+    await call("first again")
+    assert first == ["tool/call both", "tool/result both",
+                     "tool/call first again", "tool/result first again"]
+    assert second == ["tool/call both", "tool/result both",
+                      "tool/call second only", "tool/result second only"]
