@@ -6,6 +6,8 @@ Run from the repository root::
     python bench/kernel.py            # full run (~1-2 minutes)
     python bench/kernel.py --quick    # fewer samples
     python bench/kernel.py --gateway  # plus kernels on a local Kernel Gateway
+    python bench/kernel.py --breakdown  # where a warm run and a call's round trip go
+                                        # (bench/breakdown.py)
 
 Every figure is a median over the samples (p90 where shown). The machine is
 shared and noisy: compare figures from the same run, not across runs.
@@ -447,5 +449,12 @@ if __name__ == "__main__":
     parser.add_argument("--quick", action="store_true", help="fewer samples")
     parser.add_argument("--gateway", action="store_true",
                         help="also measure kernels on a local Jupyter Kernel Gateway")
+    parser.add_argument("--breakdown", action="store_true",
+                        help="only where a warm run's and a call's time goes (bench/breakdown.py)")
     arguments = parser.parse_args()
-    asyncio.run(main(arguments.quick, arguments.gateway))
+    if arguments.breakdown:
+        from breakdown import breakdown
+
+        asyncio.run(breakdown(10 if arguments.quick else 30, modes()))
+    else:
+        asyncio.run(main(arguments.quick, arguments.gateway))
