@@ -343,3 +343,48 @@ async def test_a_fork_server_killed_outright_takes_its_confined_kernels_along(
             break
         await asyncio.sleep(0.05)
     assert not alive, f"outlived the fork server: {alive}"
+
+
+@pytest.mark.parametrize("confined", [False, True], ids=["unconfined", "confined"])
+async def test_a_kill_lands_without_waiting_for_the_fork_server(
+        make_runtime: RuntimeFactory, monkeypatch: pytest.MonkeyPatch, confined: bool) -> None:
+    """A run's kernel is killed on its critical path: the host signals it through its
+    pidfd at once, and the server's kill of the group (and its reply) follows off that
+    path. With the server's replies held back, kill still returns at once and the
+    kernel's whole tree dies."""
+    from dsh_jupyter.kernel.confine.sandbox import SandboxConfig, confinement_problem
+
+    if confined and confinement_problem() is not None:
+        pytest.skip(f"no confinement here: {confinement_problem()}")
+    runtime = await make_runtime(pool_size=1, sandbox=SandboxConfig() if confined else None)
+    pool = runtime._pool
+    assert pool is not None
+    await pool.wait_filled()
+    kernel = pool._ready[0].process
+    root = kernel.root_pid
+    assert root is not None
+    tree = [stat.pid for stat in proctree.tree(root)]
+    assert len(tree) == (3 if confined else 1)
+    server = runtime._launcher._server  # type: ignore[union-attr]
+    held = asyncio.Event()
+    request = server.request
+
+    async def held_back(op: str, **fields: Any) -> dict[str, Any]:
+        if op == "kill":
+            await held.wait()  # the reply comes only once the test is done
+        reply: dict[str, Any] = await request(op, **fields)
+        return reply
+
+    monkeypatch.setattr(server, "request", held_back)
+    async with asyncio.timeout(0.5):
+        await kernel.kill()
+    alive: list[int] = []
+    for _ in range(100):
+        alive = [pid for pid in tree if (stat := proctree.read_stat(pid)) is not None
+                 and stat.state != "Z"]
+        if not alive:
+            break
+        await asyncio.sleep(0.01)
+    assert not alive, f"still running after kill: {alive}"
+    held.set()
+    await kernel.wait_gone()

@@ -18,6 +18,7 @@ import itertools
 import json
 import os
 import secrets
+import signal
 import socket
 import subprocess
 import sys
@@ -172,7 +173,14 @@ async def _exited(process: subprocess.Popen[bytes]) -> None:
 
 
 class ForkKernel:
-    """A kernel forked by the server (see :class:`~.launch.KernelProcess`)."""
+    """A kernel forked by the server (see :class:`~.launch.KernelProcess`).
+
+    The host holds a pidfd of the kernel's process (opened when the server names it, before
+    any program has run in it: a PID the server answers for is not reaped behind the host's
+    back, and the pidfd keeps naming that process even after), so :meth:`kill` signals it
+    itself, at once, instead of waiting for the server's reply (a round trip that took 1-2 ms
+    on a busy machine, on every run's critical path). The server still kills the kernel's
+    group and sweeps what escaped it; :meth:`wait_gone` waits for that and the reap."""
 
     def __init__(self, server: ForkServer, pid: int, info: dict[str, Any]) -> None:
         self._server = server
@@ -181,6 +189,8 @@ class ForkKernel:
         self._exit = server.watch_exit(pid)
         self._status: int | None = None
         self._killed = False
+        self._pidfd = _pidfd(pid)
+        self._group_kill: asyncio.Future[dict[str, Any]] | None = None
 
     @property
     def connection_info(self) -> dict[str, Any]:
@@ -207,23 +217,58 @@ class ForkKernel:
                 await self._server.request("signal", pid=self._pid, signum=2)
 
     async def kill(self) -> None:
-        """SIGKILL now (through the server); :meth:`wait_gone` waits for the reap."""
+        """SIGKILL now: the kernel's process through its pidfd, at once (a confined
+        kernel's namespace dies with it); its process group through the server, whose
+        reply :meth:`wait_gone` awaits with the reap."""
         if self._killed:
             return
         self._killed = True
-        if not self._exit.done():
-            with contextlib.suppress(ForkServerError):  # a dead server took its kernels along
-                await self._server.request("kill", pid=self._pid)
+        if self._exit.done():
+            return
+        if self._pidfd is not None and _signal_pidfd(self._pidfd, signal.SIGKILL):
+            self._group_kill = asyncio.ensure_future(self._server.request("kill", pid=self._pid))
+            self._group_kill.add_done_callback(_consume)
+            return
+        with contextlib.suppress(ForkServerError):  # a dead server took its kernels along
+            await self._server.request("kill", pid=self._pid)
 
     async def wait_gone(self) -> None:
         """Wait until the server reaped the kernel and swept what escaped its group."""
         try:
             async with asyncio.timeout(5):
+                if self._group_kill is not None:
+                    await asyncio.wait({self._group_kill})
                 await asyncio.shield(self._exit)
         except TimeoutError:
             pass
         finally:
             self._server.forget(self._pid)
+            if self._pidfd is not None:
+                os.close(self._pidfd)
+                self._pidfd = None
+
+
+def _pidfd(pid: int) -> int | None:
+    """A pidfd of ``pid``, or ``None`` where the kernel has none (Linux < 5.3) or the
+    process is gone already (the server's kill request then covers it)."""
+    try:
+        return os.pidfd_open(pid)
+    except (AttributeError, OSError):
+        return None
+
+
+def _signal_pidfd(pidfd: int, signum: int) -> bool:
+    try:
+        signal.pidfd_send_signal(pidfd, signum)
+    except (AttributeError, OSError):  # ESRCH: it has exited (not yet reaped)
+        return False
+    return True
+
+
+def _consume(future: asyncio.Future[Any]) -> None:
+    """A dead server took its kernels along: its refusal of a kill is no failure."""
+    if not future.cancelled():
+        future.exception()
 
 
 class ForkLauncher:

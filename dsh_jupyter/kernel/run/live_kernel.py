@@ -106,6 +106,7 @@ class LiveKernel:
                 connection.close()
             if process is not None:
                 await process.kill()
+                await process.wait_gone()
             detail = await asyncio.to_thread(_remove_reporting, workspace)
             if detail is not None and isinstance(error, KernelStartError):
                 raise KernelStartError(f"the kernel could not be confined: {detail}") from error
