@@ -216,6 +216,21 @@ def test_a_collector_returns_only_files_new_or_changed_since_its_last_collection
         ("a.txt", b"one, longer"), ("b.txt", b"two")]
 
 
+def test_a_collector_sees_an_empty_outputs_directory_without_collecting(
+        tmp_path: Path) -> None:
+    """``empty()`` (a look on the event loop that spares a run the worker thread) is true
+    only when there is nothing to collect: a file, or a directory, anywhere below counts."""
+    collector = OutputCollector(opener(tmp_path), KernelRuntimeConfig().output_limits)
+    assert collector.empty()  # no work/outputs at all
+    outputs = tmp_path / "work" / "outputs"
+    outputs.mkdir(parents=True)
+    assert collector.empty()
+    (outputs / "sub").mkdir()
+    assert not collector.empty()
+    (outputs / "sub" / "x.txt").write_text("x")
+    assert [f.name for f in collector.collect().files] == ["sub/x.txt"]
+
+
 def test_a_collection_is_bounded(tmp_path: Path) -> None:
     outputs = tmp_path / "work" / "outputs"
     deep = outputs.joinpath(*["d"] * (MAX_DEPTH + 1))

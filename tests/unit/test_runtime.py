@@ -184,3 +184,20 @@ def test_something_that_is_no_runtime_says_what_one_needs() -> None:
         ToolRegistry(mode="code", code_runtime="kernel")  # type: ignore[arg-type]
     runtime = InProcessRuntime()
     assert as_code_runtime(runtime) is runtime
+
+
+def test_a_small_result_is_escaped_on_the_loop_and_a_large_one_in_a_thread() -> None:
+    """The kernel runtime's rule for where a result's value is escaped (see
+    ``kernel/run/runtime._small``): items and characters both count."""
+    from dsh_jupyter.kernel.run.runtime import (
+        SMALL_VALUE_CHARACTERS,
+        SMALL_VALUE_NODES,
+        _small,
+    )
+
+    assert _small({"rows": list(range(SMALL_VALUE_NODES - 1))})
+    assert not _small({"rows": list(range(SMALL_VALUE_NODES + 1))})
+    assert _small(["x" * (SMALL_VALUE_CHARACTERS - 1)])
+    assert not _small(["x" * (SMALL_VALUE_CHARACTERS + 1)])
+    assert not _small({"k" * (SMALL_VALUE_CHARACTERS + 1): 1})  # keys are text too
+    assert not _small([[[["x" * 40_000]]], {"a": "y" * 40_000}])  # summed across the value

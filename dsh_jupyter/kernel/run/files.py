@@ -210,6 +210,28 @@ class OutputCollector:
                                  data=data))
         return Collected(tuple(found), omitted)
 
+    def empty(self) -> bool:
+        """Whether ``outputs/`` holds nothing (or is missing): a few system calls, cheap
+        enough for the event loop, so a run that wrote no file skips :meth:`collect`."""
+        try:
+            root = self._open_root()
+        except OSError:
+            return True
+        outputs = None
+        try:
+            work = _open_dir(root, "work")
+            outputs = None if work is None else _open_dir(work, OUTPUTS_DIR)
+            _close(work)
+            if outputs is None:
+                return True
+            try:
+                return not os.listdir(outputs)
+            except OSError:
+                return False  # let the collection say what it can
+        finally:
+            _close(outputs)
+            os.close(root)
+
     def _walk(self) -> Iterator[tuple[str, tuple[int | None, os.stat_result, str | None]
                                       | None]]:
         """``(name, (fd, stat, problem))`` per entry below ``outputs/`` in name order, ``fd``

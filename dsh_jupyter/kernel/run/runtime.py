@@ -35,7 +35,7 @@ import warnings
 from collections.abc import Callable, Coroutine
 from pathlib import Path
 from types import TracebackType
-from typing import Any
+from typing import Any, Final
 
 import zmq.asyncio
 
@@ -202,7 +202,7 @@ class KernelRuntime:
         """Every result leaves through :func:`~dsh_jupyter._safe_text.safe_result`: names
         and text escaped (a large value is walked in a worker thread)."""
         result = await self._outcome(request)
-        if isinstance(result.value, dict | list):
+        if isinstance(result.value, dict | list) and not _small(result.value):
             return await asyncio.to_thread(safe_result, result)
         return safe_result(result)
 
@@ -220,7 +220,9 @@ class KernelRuntime:
         try:
             result = await lease.kernel.execute(request, signals, self._output_budget,
                                                 keep=lease.keep, compute=lease.compute)
-            if lease.collector is not None:  # the run is over: its files hold still
+            if lease.collector is not None and not lease.collector.empty():
+                # The run is over: its files hold still (a look that finds none is
+                # cheaper than the hop to a worker thread).
                 collected = await asyncio.to_thread(lease.collector.collect)
                 result = dataclasses.replace(result, files=collected.files,
                                              files_omitted=collected.omitted)
@@ -315,6 +317,33 @@ async def _confinement(config: KernelRuntimeConfig) -> SandboxConfig | None:
                             f"{problem}")
     warnings.warn(unconfined_message(problem), UnconfinedWarning, stacklevel=3)
     return None
+
+
+SMALL_VALUE_NODES: Final = 1000
+SMALL_VALUE_CHARACTERS: Final = 65536
+"""A value of at most :data:`SMALL_VALUE_NODES` items and :data:`SMALL_VALUE_CHARACTERS`
+characters of text is escaped on the event loop (tens of microseconds); a larger one in a
+worker thread, whose hop costs more than that."""
+
+
+def _small(value: object) -> bool:
+    """Whether the JSON ``value`` is small (see :data:`SMALL_VALUE_NODES`)."""
+    nodes, characters = SMALL_VALUE_NODES, SMALL_VALUE_CHARACTERS
+    stack = [value]
+    while stack:
+        current = stack.pop()
+        if isinstance(current, str):
+            characters -= len(current)
+        elif isinstance(current, dict):
+            nodes -= len(current)
+            characters -= sum(len(key) for key in current)
+            stack.extend(current.values())
+        elif isinstance(current, list):
+            nodes -= len(current)
+            stack.extend(current)
+        if nodes < 0 or characters < 0:
+            return False
+    return True
 
 
 async def _in_thread(function: Callable[..., object], *args: object) -> None:
