@@ -21,6 +21,7 @@ from typing import Final
 
 from .inkernel import _loader
 from .inkernel.program import SOURCE_FILENAME
+from .inkernel.shortcuts import RUN_MARK
 
 MODULE_NAME: Final = "_dsh_jupyter_inkernel"
 """The in-kernel package's name in a kernel's ``sys.modules``."""
@@ -79,5 +80,5 @@ def program_cell(names: Iterable[str], program: str, max_output_bytes: int,
         extra += ", keep=True"
     if signatures:
         extra += f", signatures={dict(sorted(signatures.items()))!r}"
-    return (f"await __import__('sys').modules[{MODULE_NAME!r}].runtime.execute("
+    return (f"{RUN_MARK}await __import__('sys').modules[{MODULE_NAME!r}].runtime.execute("
             f"{sorted(names)!r}, {program!r}, {max_output_bytes!r}{extra})")

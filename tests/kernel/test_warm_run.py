@@ -52,3 +52,45 @@ async def test_a_warm_run_sends_its_kernel_one_execute_request(
     assert len(ran) == 1, executed  # one kernel ran the program ...
     sent_to_it = [code for channel, code in executed if channel in ran]
     assert len(sent_to_it) == 1, sent_to_it  # ... and was sent nothing else to execute
+
+
+STACK = """\
+import inspect
+functions = [frame.function for frame in inspect.stack()]
+return {"functions": functions, "ipython": type(get_ipython()).__name__}
+"""
+
+
+async def test_a_run_cell_skips_ipythons_cell_machinery(make_runtime: RuntimeFactory) -> None:
+    """The kernel runs the host's program cell itself (the shortcut of ``inkernel/shortcuts``):
+    none of IPython's run_cell is on the program's stack, and the program still sees what a
+    cell sees (``get_ipython``)."""
+    runtime = await make_runtime(pool_size=1)
+    result = await runtime.run(RunRequest(STACK, FunctionBindings({})))
+    assert result.failure is None and isinstance(result.value, dict), result.failure
+    functions = result.value["functions"]
+    assert isinstance(functions, list)
+    assert not {"run_cell_async", "run_cell", "run_code", "run_ast_nodes"} & set(functions)
+    assert result.value["ipython"] == "ZMQInteractiveShell"
+
+
+CALLS = """\
+kernel = get_ipython().kernel
+comm = next(c for c in kernel.comm_manager.comms.values()
+            if c.target_name == "dsh_jupyter.tools")
+dispatched = []
+comm.on_msg(dispatched.append)  # what ipykernel's comm dispatch would deliver
+values = [await tools.echo({"i": i}) for i in range(20)]
+return {"values": values, "dispatched": len(dispatched)}
+"""
+
+
+async def test_call_replies_skip_ipykernels_dispatch(make_runtime: RuntimeFactory) -> None:
+    """A reply to a call reaches the program from ipykernel's shell-channel thread, verified
+    there, without the forwarding to the main thread, a second parse and check, and the
+    comm manager's dispatch: the tools comm's ``on_msg`` handlers never see it (through
+    them, the calls would wait for replies the program's handler swallowed)."""
+    runtime = await make_runtime(pool_size=1, wall_seconds=10)
+    result = await runtime.run(RunRequest(CALLS, FunctionBindings({"echo": echo})))
+    assert result.failure is None and isinstance(result.value, dict), result.failure
+    assert result.value == {"values": [{"i": i} for i in range(20)], "dispatched": 0}

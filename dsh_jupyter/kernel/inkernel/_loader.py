@@ -15,8 +15,8 @@ import sys
 import types
 from collections.abc import Iterable
 
-MODULES = ("messages", "values", "frames", "outputs", "call_client", "tools", "program", "runner",
-           "__init__")
+MODULES = ("messages", "values", "frames", "outputs", "call_client", "tools", "program",
+           "shortcuts", "runner", "__init__")
 """The package's modules, each after those it imports; ``__init__``, the package, last."""
 
 

@@ -21,6 +21,7 @@ from .outputs import (
     unlimit_iopub,
 )
 from .program import compile_program, format_exception
+from .shortcuts import answer_calls_directly, run_cells_directly
 from .tools import Tools
 from .values import clip, compact_json, json_problem
 
@@ -148,6 +149,17 @@ def start(carrier: tuple[str, str] | None = None) -> Runtime:
     comm = create_comm(target_name=TARGET_NAME, data=hello)
     runtime = Runtime(lambda data: comm.send(dict(data)))
     comm.on_msg(runtime.client.on_msg)
+    kernel = _kernel()
+    if kernel is not None:
+        run_cells_directly(kernel)
+        answer_calls_directly(kernel, comm.comm_id, lambda data: runtime.client.receive(data))
     if carrier is not None:
         runtime.client.use_carrier(*carrier)
     return runtime
+
+
+def _kernel() -> Any:
+    """The ipykernel kernel this code runs in, if any (IPython is not imported here)."""
+    ipython = sys.modules.get("IPython")
+    shell = ipython.get_ipython() if ipython is not None else None
+    return getattr(shell, "kernel", None)

@@ -14,6 +14,7 @@ from dsh_jupyter.json_value import JsonValue
 from dsh_jupyter.kernel import KernelRuntimeConfig, inject, protocol
 from dsh_jupyter.kernel.inkernel import _loader, messages, program, runner, values
 from dsh_jupyter.kernel.inkernel.messages import HostMessage
+from dsh_jupyter.kernel.inkernel.shortcuts import RUN_MARK
 from dsh_jupyter.kernel.protocol import Malformed, parse_kernel_message
 from dsh_jupyter.kernel.run.call_server import CallServer
 from dsh_jupyter.kernel.run.logs import OutputLog
@@ -274,9 +275,13 @@ def test_config_validation() -> None:
 
 
 def test_program_cell_is_one_line() -> None:
+    """The run mark (see ``inkernel/shortcuts``), then one line: the program's text (with
+    its line breaks, magics) is a string literal in it, never lines of the cell."""
     cell = inject.program_cell(["b", "a"], "print('x')\n%magic\nreturn 1?", 10)
-    assert "\n" not in cell
-    assert "['a', 'b']" in cell
+    mark, line = cell.split("\n", 1)
+    assert mark + "\n" == RUN_MARK
+    assert "\n" not in line and line.startswith("await ")
+    assert "['a', 'b']" in line
 
 
 def test_program_cell_passes_helpers_keep_and_signatures() -> None:
