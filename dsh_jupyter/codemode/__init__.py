@@ -8,6 +8,7 @@ it (``tests/unit/test_import_cycles.py``):
 - :mod:`.mode`: :class:`CodeMode`, what the core sees (the ``run_code`` transport, the
   prompt sections, the sub-call listener);
 - :mod:`.run_code`: the ``run_code`` tool: running a program, its value and content;
+- :mod:`.model_text`: how much of a result's text the model reads (``run_code_max_chars``);
 - :mod:`.bridge`: a program's bindings (its ``tools.x`` calls, output, discovery helpers);
 - :mod:`.scheduler`: the sub-call scheduler and :class:`SubCallOrdering`, the lifecycle
   listener that orders a program's sub-calls and emits their ``tool/code-dispatch*``

@@ -3,9 +3,10 @@
 :class:`CodeModeHost` is the pipeline's :class:`~dsh_jupyter.registry._view.RegistryView`
 (Code Mode prepares and runs sub-calls through the pipeline) plus what only Code Mode
 reads: its settings (``code_runtime``, ``max_parallel_sub_calls``, ``run_code_images``,
-the constructor arguments of :class:`~dsh_jupyter.codemode.registry.ToolRegistry`), the
-session key of scope-less runs, ``listen`` (its sub-call listener is registered like any
-other) and ``_version`` (a counter every change bumps, for the discovery catalogs' cache).
+``run_code_max_chars``: the constructor arguments of
+:class:`~dsh_jupyter.codemode.registry.ToolRegistry`), the session key of scope-less
+runs, ``listen`` (its sub-call listener is registered like any other) and ``_version``
+(a counter every change bumps, for the discovery catalogs' cache).
 Nothing in :mod:`dsh_jupyter.codemode` imports the registry class itself.
 """
 
@@ -35,6 +36,10 @@ class CodeModeHost(RegistryView, Protocol):
     @property
     def run_code_images(self) -> bool:
         """Whether a ``run_code`` result also carries the program's images."""
+
+    @property
+    def run_code_max_chars(self) -> int | None:
+        """The most characters of a ``run_code`` result's text the model reads."""
 
     @property
     def session_key(self) -> str:

@@ -14,6 +14,7 @@ from ..errors import RegistrationError
 from ..registry.core import RegistryCore
 from ..runtime import as_code_runtime
 from .mode import CodeMode
+from .model_text import DEFAULT_RUN_CODE_MAX_CHARS, check_max_chars
 
 if TYPE_CHECKING:
     from ..registry.policy import ApprovalService
@@ -29,7 +30,10 @@ class ToolRegistry(RegistryCore):
     ``max_parallel_sub_calls`` concurrency-safe sub-calls. ``run_code_images=True`` makes
     a ``run_code`` result also carry the program's PNG and JPEG displays (its matplotlib
     figures, say) as image content for the model, at most four (see
-    ``docs/code-mode.md``); off by default.
+    ``docs/code-mode.md``); off by default. ``run_code_max_chars`` caps the text of a
+    ``run_code`` result the model reads (50,000 characters by default; ``None``: no cap):
+    longer output keeps its head and tail around a note saying what was cut, while the
+    value, the card and the session log keep all of it (see ``docs/code-mode.md``).
 
     ::
 
@@ -52,6 +56,7 @@ class ToolRegistry(RegistryCore):
         code_runtime: CodeRuntime | None = None,
         approval: ApprovalService | None = None,
         run_code_images: bool = False,
+        run_code_max_chars: int | None = DEFAULT_RUN_CODE_MAX_CHARS,
     ) -> None:
         super().__init__(mode=mode, approval=approval)
         if (isinstance(max_parallel_sub_calls, bool) or not isinstance(max_parallel_sub_calls, int)
@@ -63,10 +68,24 @@ class ToolRegistry(RegistryCore):
             raise RegistrationError(f"run_code_images must be True or False, got "
                                     f"{run_code_images!r}")
         self.run_code_images = run_code_images
+        self._run_code_max_chars = check_max_chars(run_code_max_chars)
         self.max_parallel_sub_calls = max_parallel_sub_calls
         self._code_runtime: CodeRuntime | None = None
         self.code_runtime = code_runtime
         self._code_mode = CodeMode(self)
+
+    @property
+    def run_code_max_chars(self) -> int | None:
+        """The most characters of a ``run_code`` result's text the model reads (its logs
+        and rendered result together; a failure's message and captured output likewise);
+        ``None``: no cap. Set it any time: the next result is cut to the new cap. Not
+        ``KernelRuntimeConfig.max_output_bytes``, the transport cap over which a run fails:
+        this one only shortens what the model reads."""
+        return self._run_code_max_chars
+
+    @run_code_max_chars.setter
+    def run_code_max_chars(self, max_chars: int | None) -> None:
+        self._run_code_max_chars = check_max_chars(max_chars)
 
     @property
     def code_runtime(self) -> CodeRuntime | None:

@@ -16,6 +16,13 @@ Files the program wrote under ``outputs/`` (``CodeRunResult.files``) add ``files
 to the value and one line each to the content; their bytes go to the result's
 ``attachments`` and, for small ones, the card (see :mod:`.run_files`). A run that
 wrote none has the value and content above, byte for byte.
+
+The content is what the model reads, so it is cut to the registry's
+``run_code_max_chars`` (see :mod:`.model_text`): the logs and the rendered result
+share the cap, and a part over its share keeps its head and tail around one note line.
+A failure's ``Error:`` text is cut the same way (:func:`model_error_message`). The
+value, the card's meta and the failure's message stay whole, and so does what a session
+log keeps of them.
 """
 
 from __future__ import annotations
@@ -34,14 +41,16 @@ from ..registry.definition import OutputCall, ToolDefinition, ToolOutput
 from ..registry.execution import ToolRunContext, TraceValue
 from ..registry.pipeline import CANCELLED_REASON
 from ..registry.presentation import GenericCallView
-from ..registry.results import Content, ContentBlock
+from ..registry.results import Content, ContentBlock, ToolResult
 from ..registry.schema import compile_schema
 from ..registry.scope import RESERVED_NAME
 from ..runtime import CodeRunResult, Display, RunFile
 from .bridge import DispatchBridge
+from .model_text import TextLimit, cut_lines, cut_text, share
 from .run_files import card_entries, file_entries, file_lines, files_of
 
 if TYPE_CHECKING:
+    from ..registry.execution import ToolExecution
     from ._view import CodeModeHost
     from .discovery import Catalogs
     from .scheduler import SubCallOrdering
@@ -114,6 +123,10 @@ def _never() -> bool:
     return False
 
 
+def _no_limit() -> TextLimit | None:
+    return None
+
+
 _RENDERED = object()
 """The key of what :meth:`RunCodeOutput.render_for` keeps in a call's state."""
 
@@ -130,12 +143,14 @@ class RunCodeOutput(ToolOutput):
 
     render_result: Callable[[JsonValue], str] = render_result_value
     stateful: Callable[[], bool] = _never
+    limit: Callable[[], TextLimit | None] = _no_limit
+    """The model cap of the content, read at each rendering (``None``: none)."""
 
     def render_for(self, call: OutputCall, value: JsonValue) -> Content:
         assert isinstance(value, dict)
         rendered = self.render_result(value["result"]) if "result" in value else None
         call.state[_RENDERED] = (value, rendered)
-        return run_code_content(value, rendered)
+        return run_code_content(value, rendered, self.limit())
 
     def meta_for(self, call: OutputCall, value: JsonValue) -> JsonValue:
         kept = call.state.pop(_RENDERED, None)
@@ -163,12 +178,17 @@ def run_code_meta(value: JsonValue, rendered: str | None, attachments: Sequence[
     return meta
 
 
-def run_code_content(value: JsonObject, rendered: str | None) -> Content:
+def run_code_content(value: JsonObject, rendered: str | None,
+                     limit: TextLimit | None = None) -> Content:
     """The content of a run's value: the logs, the rendered result (``rendered``, else
-    rendered here), the images' note and the files' lines, then the images."""
-    parts = list(cast(list[str], value.get("logs") or []))
-    if "result" in value:
-        parts.append(rendered if rendered is not None else render_result_value(value["result"]))
+    rendered here), cut to ``limit`` together (:func:`model_parts`); the images' note and
+    the files' lines, then the images."""
+    if "result" in value and rendered is None:
+        rendered = render_result_value(value["result"])
+    logs, shown = model_parts(cast(list[str], value.get("logs") or []), rendered, limit)
+    parts = list(logs)
+    if shown is not None:
+        parts.append(shown)
     images = cast(list[dict[str, str]], value.get("images") or [])
     omitted = value.get("images_omitted")
     if omitted:
@@ -183,6 +203,91 @@ def run_code_content(value: JsonObject, rendered: str | None) -> Content:
     blocks += [{"type": "image", "data": image["data"], "mime_type": image["mime_type"]}
                for image in images]
     return tuple(blocks)
+
+
+def model_parts(logs: list[str], rendered: str | None,
+                limit: TextLimit | None) -> tuple[list[str], str | None]:
+    """What the model reads of a run's logs and rendered result (``None``: no result)
+    under ``limit``: the very objects given when they fit together (or there is no
+    limit); else each part over its share (:func:`~.model_text.share`: the result first)
+    cut to its head and tail around a note line, the logs as lines."""
+    if limit is None:
+        return logs, rendered
+    between = 1 if logs and rendered is not None else 0
+    logs_size = sum(map(len, logs)) + max(len(logs) - 1, 0)
+    result_room, logs_room = share(len(rendered) if rendered is not None else 0, logs_size,
+                                   between, limit.max_chars)
+    if rendered is not None:
+        rendered = cut_text(rendered, result_room, "the result", limit)
+    return cut_lines(logs, logs_room, "the output", limit), rendered
+
+
+def model_value(value: JsonValue, rendered: str | None,
+                limit: TextLimit | None) -> JsonValue:
+    """A run's value as the model may read it (what a served ``run_code`` sends as
+    ``structuredContent``): ``value`` itself when its logs and result fit ``limit``
+    (``rendered`` is its rendered result, if known); else a copy whose ``logs`` are the
+    lines the content shows (the note among them) and whose ``result``, when that was cut
+    too, is the text the content shows of it."""
+    if limit is None or not isinstance(value, dict):
+        return value
+    logs = cast(list[str], value.get("logs") or [])
+    if "result" in value and rendered is None:
+        rendered = render_result_value(value["result"])
+    shown_logs, shown = model_parts(logs, rendered, limit)
+    if shown_logs is logs and shown is rendered:
+        return value
+    cut = dict(value)
+    cut["logs"] = cast(list[JsonValue], shown_logs)
+    if shown is not rendered:
+        cut["result"] = shown
+    return cut
+
+
+def model_error_message(message: str, code: str | None, limit: TextLimit | None) -> str:
+    """A failed run's message as the model reads it after ``Error: ``: whole when it fits;
+    else for ``CODE_RUN_FAILED`` the error first and the output it captured the rest
+    (:func:`~.model_text.share`), each cut to its head and tail; any other message cut as
+    one text."""
+    if limit is None:
+        return message
+    room = limit.max_chars - len(_ERROR)
+    if len(message) <= room:
+        return message
+    error, found, captured = message.partition(CAPTURED_OUTPUT)
+    if not found or code != CodeRunFailedError.default_code:
+        return cut_text(message, room, "the error", limit)
+    error_room, captured_room = share(len(error), len(captured), len(CAPTURED_OUTPUT), room)
+    return (cut_text(error, error_room, "the error", limit) + CAPTURED_OUTPUT
+            + cut_text(captured, captured_room, "the output", limit))
+
+
+_ERROR = "Error: "
+"""What a failure's content puts before its message (``results.failure``)."""
+
+
+def model_failure(result: ToolResult, limit: TextLimit | None) -> Content | None:
+    """run_code's ``finalize_content``: a failure whose ``Error: <message>`` is over
+    ``limit`` gets the cut one (:func:`model_error_message`); anything else is kept
+    (``None``). The failure's message itself stays whole, for its card and the log."""
+    error = result.error
+    if limit is None or error is None:
+        return None
+    whole = _ERROR + error.message
+    if len(whole) <= limit.max_chars or result.content != ({"type": "text", "text": whole},):
+        return None  # within the cap, or content that a hook wrote
+    return ({"type": "text", "text": _ERROR + model_error_message(error.message, error.code,
+                                                                      limit)},)
+
+
+def run_code_limit(registry: CodeModeHost) -> TextLimit | None:
+    """The cap of ``registry``'s run_code results now: its ``run_code_max_chars``, and
+    whether its runtime collects ``outputs/`` files (for the note's advice)."""
+    max_chars = registry.run_code_max_chars
+    if max_chars is None:
+        return None
+    runtime = registry.code_runtime
+    return TextLimit(max_chars, outputs=runtime is not None and runtime.info.files)
 
 
 def failure_message(result: CodeRunResult) -> str:
@@ -220,28 +325,36 @@ def run_code_definition(registry: CodeModeHost, ordering: SubCallOrdering,
                                 ['"description" must not be blank'])
         return args
 
+    def finalize(_execution: ToolExecution, result: ToolResult) -> Content | None:
+        return model_failure(result, run_code_limit(registry))
+
     return ToolDefinition(
         name=RESERVED_NAME, description=RUN_CODE_DESCRIPTION, parameters=RUN_CODE_PARAMETERS,
-        output=run_code_output(stateful=lambda: _stateful(registry)),
+        output=run_code_output(stateful=lambda: _stateful(registry),
+                               limit=lambda: run_code_limit(registry)),
         execute=run_code, validator=compile_schema(RUN_CODE_PARAMETERS), parse_args=parse,
-        output_validator=compile_schema(RUN_CODE_OUTPUT), present_call=present_run_code)
+        output_validator=compile_schema(RUN_CODE_OUTPUT), present_call=present_run_code,
+        finalize_content=finalize)
 
 
 def run_code_output(*, render_result: Callable[[JsonValue], str] = render_result_value,
-                    stateful: Callable[[], bool] = _never) -> RunCodeOutput:
+                    stateful: Callable[[], bool] = _never,
+                    limit: Callable[[], TextLimit | None] = _no_limit) -> RunCodeOutput:
     """run_code's output declaration: ``render_result`` renders a program's result,
-    ``stateful`` says whether the registry's runtime is stateful (for the card's meta)."""
+    ``stateful`` says whether the registry's runtime is stateful (for the card's meta),
+    ``limit`` the model cap of the content (none by default; a registry's run_code has
+    its ``run_code_max_chars``)."""
 
     def render(_args: JsonValue, value: JsonValue) -> Content:
         assert isinstance(value, dict)
         return run_code_content(value, render_result(value["result"]) if "result" in value
-                                else None)
+                                else None, limit())
 
     def meta(_args: JsonValue, value: JsonValue) -> JsonValue:
         return run_code_meta(value, None, (), render_result=render_result, stateful=stateful)
 
     return RunCodeOutput(schema=RUN_CODE_OUTPUT, render=render, presentation_meta=meta,
-                         render_result=render_result, stateful=stateful)
+                         render_result=render_result, stateful=stateful, limit=limit)
 
 
 def _stateful(registry: CodeModeHost) -> bool:

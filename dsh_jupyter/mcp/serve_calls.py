@@ -48,13 +48,14 @@ from mcp.types import (
 
 from ..abort import AbortController, abort_then_cancel
 from ..codemode.registry import ToolRegistry
+from ..codemode.run_code import run_code_limit
 from ..errors import ToolAbortedError
 from ..events import SessionEvent
 from ..registry.execution import ToolCall, ToolExecution
 from ..registry.pipeline import cancelled_call
 from ..registry.policy import ANSWERED_BY_ABORT, Approval, ApprovalService
 from ..registry.results import ToolResult, failure
-from ..registry.scope import AgentScope
+from ..registry.scope import RESERVED_NAME, AgentScope
 from .serve_tools import any_json_output, call_result, output_schema
 
 __all__ = ["APPROVAL_SCHEMA", "ElicitingApproval", "ServedCalls"]
@@ -207,7 +208,10 @@ class ServedCalls:
         finally:
             run.request = None
         if task.done():
-            return call_result(_outcome(task), structured=run.structured)
+            # run_code's structuredContent and error message are for the client's model
+            # too: they get the cap its content has.
+            limit = run_code_limit(self._registry) if run.name == RESERVED_NAME else None
+            return call_result(_outcome(task), structured=run.structured, limit=limit)
         return self._park(run)
 
     def ask(self, run: _Run, message: str) -> asyncio.Future[ElicitResult]:

@@ -14,7 +14,9 @@ from __future__ import annotations
 from mcp.types import CallToolResult, ContentBlock, ImageContent, TextContent, Tool
 from mcp.types.version import MODERN_PROTOCOL_VERSIONS
 
+from ..codemode.model_text import TextLimit
 from ..codemode.registry import ToolRegistry
+from ..codemode.run_code import model_error_message, model_value
 from ..errors import ToolError
 from ..json_value import JsonObject, thaw
 from ..registry.results import ToolResult
@@ -92,11 +94,15 @@ def instructions(registry: ToolRegistry, scope: AgentScope | None) -> str | None
             f"`tools` SDK they call, with every tool's arguments and result types.{only}")
 
 
-def call_result(result: ToolResult, *, structured: bool) -> CallToolResult:
+def call_result(result: ToolResult, *, structured: bool,
+                limit: TextLimit | None = None) -> CallToolResult:
     """``result`` as an MCP result: its content as text and image blocks; for a failure
-    ``isError`` and the error's code (:data:`RAISED_CODE` when it has none) under
-    ``_meta``; with ``structured`` (the listing declared the tool's output schema), the
-    value as ``structuredContent``."""
+    ``isError`` and the error's code (:data:`RAISED_CODE` when it has none) and message
+    under ``_meta``; with ``structured`` (the listing declared the tool's output schema),
+    the value as ``structuredContent``. ``limit`` is the model cap of a ``run_code``
+    result: its structured value and error message are then cut as its content was
+    (:func:`~dsh_jupyter.codemode.run_code.model_value`, ``model_error_message``), so a
+    client that hands its model either gets no more than the cap."""
     content: list[ContentBlock] = []
     for block in result.content:
         if block["type"] == "image":
@@ -106,9 +112,15 @@ def call_result(result: ToolResult, *, structured: bool) -> CallToolResult:
     if result.is_error:
         error = result.error
         code = error.code if error.code is not None else RAISED_CODE
+        message = model_error_message(error.message, error.code, limit)
         return CallToolResult.model_validate({
             "content": content, "isError": True,
-            "_meta": {ERROR_META_KEY: {"code": code, "message": error.message}}})
+            "_meta": {ERROR_META_KEY: {"code": code, "message": message}}})
     if structured:
-        return CallToolResult(content=content, structured_content=result.value)
+        value = result.value
+        if limit is not None:
+            meta = result.meta
+            rendered = meta.get("result") if isinstance(meta, dict) else None
+            value = model_value(value, rendered if isinstance(rendered, str) else None, limit)
+        return CallToolResult(content=content, structured_content=value)
     return CallToolResult(content=content)

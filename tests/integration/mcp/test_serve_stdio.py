@@ -167,6 +167,32 @@ return total
     assert direct.is_error and "only `run_code` is callable directly" in text(direct)
 
 
+@pytest.mark.parametrize("era", ERAS)
+async def test_a_ten_megabyte_print_reaches_the_client_cut_to_the_model_cap(
+        tmp_path: Path, era: str) -> None:
+    """Content, structuredContent and a failure's message: each what the model may read."""
+    printing = "for i in range(10_000):\n    print(f'{i:05d}' + 'x' * 995)"
+    lines = [f"{i:05d}" + "x" * 995 for i in range(10_000)]
+    async with served(tmp_path / "facts", "--mode", "code", mode=era) as client:
+        result = await client.call_tool("run_code", {"description": "print 10 MB",
+                                                     "code": printing + "\nreturn 7"})
+        failed = await client.call_tool("run_code", {"description": "print 10 MB, fail",
+                                                     "code": printing + "\n1 / 0"})
+    assert not result.is_error, result
+    shown = text(result)
+    assert len(shown) <= 50_000 and shown.startswith(lines[0]) and shown.endswith(
+        lines[-1] + "\n7")
+    assert shown.count(" of the output cut here: you see at most 50,000 of a run;") == 1
+    structured: Any = result.structured_content
+    assert structured["result"] == 7  # whole: only the logs were cut
+    assert "\n".join([*structured["logs"], "7"]) == shown
+    assert failed.is_error and len(text(failed)) <= 50_000
+    assert text(failed).startswith("Error: code run failed (exception): Traceback")
+    assert text(failed).endswith(lines[-1])
+    assert failed.meta is not None
+    assert "Error: " + failed.meta[ERROR_META_KEY]["message"] == text(failed)
+
+
 async def test_cancelling_a_program_aborts_its_running_sub_call(tmp_path: Path) -> None:
     facts = tmp_path / "facts"
     async with served(facts, "--mode", "both") as client:
