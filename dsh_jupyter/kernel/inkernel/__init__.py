@@ -15,6 +15,9 @@ socket carrier that the setup cell, and only it, names).
   ``ToolCallError``;
 - ``tools``: the ``tools`` namespace of a run;
 - ``program``: a program compiled as an async function's body, and its tracebacks;
+- ``shortcuts``: the kernel runs the host's program cell itself, and takes replies to
+  calls off ipykernel's shell-channel thread (both verified, both with ipykernel's own
+  path as the fallback);
 - ``runner``: :func:`start` (what the setup cell calls) and the kernel's
   :class:`Runtime`, which executes each program.
 """
