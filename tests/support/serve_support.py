@@ -15,7 +15,7 @@ import sys
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel
 
@@ -24,6 +24,9 @@ from dsh_jupyter.json_value import JsonValue
 from dsh_jupyter.registry.execution import ToolExecution
 from dsh_jupyter.registry.policy import PreDecision
 from dsh_jupyter.registry.results import Content
+
+if TYPE_CHECKING:
+    from mcp.types import ElicitRequestParams, ElicitResult
 
 HERE = Path(__file__).resolve().parent
 LOG_ENV = "DSH_TEST_SERVE_LOG"
@@ -267,3 +270,17 @@ async def served_client(transport: str, log: Path, *options: str,
 def served_facts(log: Path) -> list[str]:
     """What the served tools recorded so far."""
     return log.read_text().splitlines() if log.exists() else []
+
+
+class Answers:
+    """An elicitation callback answering from a list, recording each question."""
+
+    def __init__(self, *actions: str) -> None:
+        self.actions = list(actions)
+        self.questions: list[str] = []
+
+    async def __call__(self, context: Any, params: ElicitRequestParams) -> ElicitResult:
+        from mcp.types import ElicitResult
+
+        self.questions.append(params.message)
+        return ElicitResult(action=self.actions.pop(0))  # type: ignore[arg-type]
