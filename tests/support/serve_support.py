@@ -12,7 +12,7 @@ import base64
 import os
 import subprocess
 import sys
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Iterator, Sequence
 from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -131,7 +131,30 @@ def served_scope() -> Any:
 
 
 def serve_command(*options: str, tools: str = "serve_support:served_registry") -> list[str]:
-    return [sys.executable, "-m", "dsh_jupyter.cli", "serve-mcp", "--tools", tools, *options]
+    return serve_mcp_command("--tools", tools, *options)
+
+
+def serve_mcp_command(*options: str) -> list[str]:
+    """``dsh-jupyter serve-mcp OPTIONS`` (this interpreter's)."""
+    return [sys.executable, "-m", "dsh_jupyter.cli", "serve-mcp", *options]
+
+
+def wrap_command(server: Sequence[str], *options: str) -> list[str]:
+    """``dsh-jupyter serve-mcp OPTIONS --wrap -- SERVER...``."""
+    return serve_mcp_command(*options, "--wrap", "--", *server)
+
+
+def command_params(command: Sequence[str], *, env: dict[str, str] | None = None) -> Any:
+    """``StdioServerParameters`` running ``command`` with this environment plus ``env``."""
+    from mcp import StdioServerParameters
+
+    return StdioServerParameters(command=command[0], args=list(command[1:]),
+                                 env={**os.environ, **(env or {})})
+
+
+def wrap_params(server: Sequence[str], *options: str, env: dict[str, str] | None = None) -> Any:
+    """``StdioServerParameters`` starting ``serve-mcp`` wrapping the stdio ``server``."""
+    return command_params(wrap_command(server, *options), env=env)
 
 
 def serve_env(log: Path) -> dict[str, str]:
