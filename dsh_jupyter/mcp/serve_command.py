@@ -168,14 +168,15 @@ def _say_error(message: str) -> None:
 
 
 class _OneLine(logging.Formatter):
-    """``<prefix>: <logger>: <message>``, and an exception as its last line, not a traceback."""
+    """``<prefix>: <logger>: <message>``, and an exception as its type and the first line of
+    its message, not a traceback."""
 
     def format(self, record: logging.LogRecord) -> str:
         text = f"{_PREFIX}: {record.name}: {record.getMessage()}"
         if record.exc_info and record.exc_info[1] is not None:
             exc = record.exc_info[1]
-            last = (str(exc).strip().splitlines() or [""])[-1].strip()
-            text += f" ({type(exc).__name__}{': ' + last if last else ''})"
+            first = (str(exc).strip().splitlines() or [""])[0].strip()[:200]
+            text += f" ({type(exc).__name__}{': ' + first if first else ''})"
         return text.replace("\n", " | ")
 
 

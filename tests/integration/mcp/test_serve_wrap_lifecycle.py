@@ -233,3 +233,20 @@ def test_an_unreachable_url_is_one_error_line() -> None:
     assert len(lines) == 1, done.stderr
     assert lines[0].startswith(f"{_PREFIX}error: --wrap-url: could not connect to MCP server "
                                "'http://127.0.0.1:9/mcp': ")
+
+
+def test_a_server_that_writes_junk_to_stdout_is_one_log_line(tmp_path: Path) -> None:
+    chatty = ("print('hello from a chatty server', flush=True); import runpy, sys; "
+              f"sys.argv = [{str(SERVER)!r}]; runpy.run_path(sys.argv[0], run_name='__main__')")
+    command = wrap_command([sys.executable, "-c", chatty], "--mode", "native")
+    with raw_serve(command, tmp_path / "stderr") as serve:
+        names = serve.start()
+        returncode = serve.close_stdin_and_wait()
+        stderr = serve.stderr
+    assert "greet" in names and returncode == 0
+    # the SDK logs the stray line with a traceback; here it is one line, the traceback's
+    # exception named (ValidationError: 1 validation error for union[JSONRPCRequest, ...])
+    assert "Traceback" not in stderr
+    logged = [line for line in stderr_lines(stderr) if "mcp.client" in line]
+    assert len(logged) == 1 and logged[0].startswith(f"{_PREFIX}mcp.client.")
+    assert "(ValidationError: " in logged[0]
