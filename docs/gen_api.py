@@ -165,7 +165,7 @@ SUMMARIES: dict[str, str] = {
     "AgentRun": "The handle `Agent.start` returns: `await` it, `abort(reason)`, `done()`.",
     # mcp
     "McpConnection": "What `connect_mcp` returns; `async with` it. `name`, `tools`, "
-                     "`client`, `await refresh()`.",
+                     "`client`, `await refresh()`, `await wait_gone()`.",
     # events
     "SessionEvent": "Type alias: the union of event TypedDicts (`tool/*`, `agent/*`), "
                     "each with a `kind`.",

@@ -3,8 +3,11 @@
     dsh-jupyter demo                                  # run_code in a fresh kernel, sample tools
     dsh-jupyter run PROGRAM.py --tools MODULE:ATTR [--mode code|both] [--json]
     dsh-jupyter sdk --tools MODULE:ATTR [--scope NAME]     # ATTR may be an async context manager
-    dsh-jupyter serve-mcp --tools MODULE:ATTR [--mode native|code|both] [--http HOST:PORT]
-                          [--token TOKEN] [--allow-host NAME ...]
+    dsh-jupyter serve-mcp --tools MODULE:ATTR [--mode native|code|both|discovery]
+                          [--http HOST:PORT] [--token TOKEN] [--allow-host NAME ...]
+                          [--policy FILE]
+    dsh-jupyter serve-mcp --wrap [--mode ...] [--policy FILE] -- CMD [ARG ...]
+    dsh-jupyter serve-mcp --wrap-url URL [--wrap-header 'NAME: VALUE' ...] [--mode ...]
     dsh-jupyter eval [--modes MODE ...] [-p NAME VALUE] [--param-file FILE] [-o DIR]
     dsh-jupyter export SESSION.jsonl -o NOTEBOOK.ipynb [--tools MODULE:ATTR] [--no-values]
 """
@@ -16,7 +19,12 @@ import asyncio
 import json
 import sys
 from collections.abc import AsyncIterator, Iterator, Sequence
-from contextlib import AsyncExitStack, asynccontextmanager, contextmanager
+from contextlib import (
+    AbstractAsyncContextManager,
+    AsyncExitStack,
+    asynccontextmanager,
+    contextmanager,
+)
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -44,6 +52,24 @@ except ToolCallError as error:
 return {"longest": max(sizes, key=sizes.get), "lines": sizes}
 '''
 
+SERVE_MCP_HELP = """\
+Serve tools to MCP clients, over stdio (the default) or streamable HTTP (--http): a
+registry's (--tools MODULE:ATTR), or any other MCP server's, in Code Mode by default (--wrap
+and --wrap-url). Every call, and every call a run_code program makes, goes through the
+registry's pipeline: --policy rules, approvals asked of the client by elicitation, events.
+
+    dsh-jupyter serve-mcp --wrap -- npx -y @modelcontextprotocol/server-filesystem /data
+    dsh-jupyter serve-mcp --wrap --mode discovery --policy policy.toml -- uvx mcp-server-git
+    dsh-jupyter serve-mcp --wrap-url http://127.0.0.1:9000/mcp --http 8765
+
+A --policy file (TOML or JSON) denies or asks per tool-name pattern; the first of deny,
+ask, allow that matches decides, else default:
+
+    deny = ["git_reset"]
+    ask = ["git_commit", "write_*"]
+    default = "allow"
+"""
+
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="dsh-jupyter", description=plain_help(__doc__),
@@ -61,11 +87,31 @@ def main(argv: Sequence[str] | None = None) -> int:
                      help="MODULE:ATTR naming a ToolRegistry, a function returning one, or an "
                           "async context manager yielding one (e.g. one with MCP tools)")
     sdk.add_argument("--scope", default=None)
-    serve = commands.add_parser("serve-mcp", help="serve a registry's tools as an MCP server")
-    serve.add_argument("--tools", required=True,
-                       help="MODULE:ATTR naming a ToolRegistry or an AgentScope")
+    serve = commands.add_parser(
+        "serve-mcp", help="serve a registry's tools, or another MCP server's, as an MCP server",
+        usage="%(prog)s (--tools MODULE:ATTR | --wrap-url URL | --wrap) [options] "
+              "[-- CMD [ARG ...]]",
+        description=plain_help(SERVE_MCP_HELP),
+        formatter_class=argparse.RawDescriptionHelpFormatter)
+    source = serve.add_mutually_exclusive_group(required=True)
+    source.add_argument("--tools", help="MODULE:ATTR naming a ToolRegistry or an AgentScope")
+    source.add_argument("--wrap", action="store_true",
+                        help="serve the tools of the stdio MCP server started by the command "
+                             "after -- (stopped when serving stops)")
+    source.add_argument("--wrap-url", metavar="URL", default=None,
+                        help="serve the tools of the streamable-HTTP MCP server at URL")
+    serve.add_argument("server_command", nargs="*", metavar="CMD",
+                       help="with --wrap: the server's command and its arguments, after --")
+    serve.add_argument("--wrap-header", metavar="'NAME: VALUE'", action="append", default=[],
+                       dest="wrap_headers",
+                       help="with --wrap-url: an HTTP header to send (e.g. 'Authorization: "
+                            "Bearer ...'); repeatable")
     serve.add_argument("--mode", choices=("native", "code", "both", "discovery"), default=None,
-                       help="how to present the tools (default: the registry's own mode)")
+                       help="how to present the tools (default: the registry's own mode; "
+                            "code for --wrap and --wrap-url)")
+    serve.add_argument("--policy", metavar="FILE", default=None,
+                       help="a .toml or .json file of deny, ask and allow rules by tool-name "
+                            "pattern (ask: approved by the client, as an elicitation)")
     serve.add_argument("--http", metavar="HOST:PORT", default=None,
                        help="serve streamable HTTP at http://HOST:PORT/mcp instead of stdio "
                             "(PORT alone binds 127.0.0.1)")
@@ -94,9 +140,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return asyncio.run(_run(sample_registry(), DEMO_PROGRAM, "Find the longest Python file",
                                 "code", as_json=False, out=sys.stdout))
     if options.command == "serve-mcp":
-        from .mcp.serve_command import run_serve
-
-        return run_serve(lambda: open_tools(options.tools), options)
+        return _serve_mcp(serve, options)
     if options.command == "sdk":
         return asyncio.run(_print_sdk(options.tools, options.scope, out=sys.stdout))
     registry = load_registry(options.tools)
@@ -104,6 +148,40 @@ def main(argv: Sequence[str] | None = None) -> int:
     description = options.description or f"Run {options.program.name}"
     return asyncio.run(_run(registry, program, description, options.mode,
                             as_json=options.json, out=sys.stdout))
+
+
+def _serve_mcp(parser: argparse.ArgumentParser, options: argparse.Namespace) -> int:
+    from .mcp.serve_command import Served, run_serve
+
+    command: list[str] = options.server_command
+    if options.wrap and not command:
+        parser.error("--wrap needs the server's command after --, e.g. "
+                     "--wrap -- npx -y @modelcontextprotocol/server-everything")
+    if command and not options.wrap:
+        parser.error(f"unexpected arguments {' '.join(command)!r}: a stdio server to wrap "
+                     "goes after --wrap --")
+    if options.wrap_headers and options.wrap_url is None:
+        parser.error("--wrap-header applies to --wrap-url")
+    headers = dict(_header(parser, text) for text in options.wrap_headers) or None
+    if options.tools is not None:
+        def open_target() -> AbstractAsyncContextManager[Served]:
+            return open_tools(options.tools)
+    else:
+        from .mcp.wrap import open_wrapped
+
+        options.mode = options.mode or "code"
+        stdio, url = (command, None) if options.wrap else (None, options.wrap_url)
+
+        def open_target() -> AbstractAsyncContextManager[Served]:
+            return open_wrapped(stdio=stdio, url=url, headers=headers)
+    return run_serve(open_target, options)
+
+
+def _header(parser: argparse.ArgumentParser, text: str) -> tuple[str, str]:
+    name, colon, value = text.partition(":")
+    if not colon or not name.strip() or " " in name.strip():
+        parser.error(f"--wrap-header expects 'NAME: VALUE', got {text!r}")
+    return name.strip(), value.strip()
 
 
 def load_registry(spec: str) -> ToolRegistry:

@@ -33,6 +33,7 @@ from ..registry.execution import ToolRunContext
 from ..registry.scope import AgentScope, Undo
 from .adapt import ConcurrencySafe, result_value, tool_definition
 from .content import RichContent, mcp_content
+from .transport_end import watch_end
 
 if TYPE_CHECKING:
     import anyio.abc
@@ -79,6 +80,7 @@ class McpConnection:
         self._client: Client | None = None
         self._owner: asyncio.Task[None] | None = None
         self._stop = asyncio.Event()
+        self._ended = asyncio.Event()  # a stdio server's output ended (transport_end)
         self._dirty = asyncio.Event()
         self._lock = asyncio.Lock()
         self._gone: str | None = None
@@ -186,8 +188,11 @@ class McpConnection:
                     group.start_soon(self._refresh_loop)
                     self._client = client
                     ready.set_result(None)
-                    await self._stop.wait()
+                    await _first_set(self._stop, self._ended)
                     group.cancel_scope.cancel()
+                if not self._stop.is_set():  # the server went away between calls
+                    self._gone = "the server closed the connection"
+                    _log.warning("MCP server %r is gone: %s", self.name, self._gone)
         except Exception as exc:
             reason = _describe(exc)
             if not ready.done():
@@ -213,7 +218,8 @@ class McpConnection:
                                            env=self._env,
                                            cwd=None if self._cwd is None else os.fspath(self._cwd))
             assert self._stderr is not None
-            return Client(stdio_client(params, errlog=cast(Any, self._stderr)), **options)
+            transport = stdio_client(params, errlog=cast(Any, self._stderr))
+            return Client(watch_end(transport, self._ended), **options)
         assert self._url is not None
         if self._headers is None:
             return Client(self._url, **options)
@@ -223,6 +229,14 @@ class McpConnection:
         http = await stack.enter_async_context(httpx2.AsyncClient(
             headers=self._headers, timeout=httpx2.Timeout(30.0, read=300.0)))
         return Client(streamable_http_client(self._url, http_client=http), **options)
+
+    async def wait_gone(self) -> str:
+        """Wait until the server is gone (a stdio server exited, an HTTP endpoint failed)
+        or the connection closed; why, ending with the tail of a stdio server's stderr."""
+        if self._owner is None:
+            raise RegistrationError("enter the connection first: async with connect_mcp(...)")
+        await asyncio.wait({self._owner})  # never raises the owner's outcome
+        return self._gone_message()
 
     # Tool list changes ----------------------------------------------------------------------
     async def _on_message(self, message: IncomingMessage) -> None:
@@ -386,6 +400,15 @@ class McpConnection:
         data = os.pread(fd, _STDERR_TAIL, max(0, size - _STDERR_TAIL))
         text = data.decode("utf-8", "replace").strip()
         return f"; its stderr ends with:\n{text}" if text else ""
+
+
+async def _first_set(*events: asyncio.Event) -> None:
+    waits = [asyncio.ensure_future(event.wait()) for event in events]
+    try:
+        await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for wait in waits:
+            wait.cancel()
 
 
 def _registry_of(target: ToolRegistry | AgentScope) -> ToolRegistry:

@@ -24,7 +24,7 @@ import secrets
 from collections.abc import Sequence
 from contextlib import AsyncExitStack
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, Self
+from typing import TYPE_CHECKING, Any, Self, cast
 
 from ..codemode.registry import ToolRegistry
 from ..errors import RegistrationError
@@ -234,8 +234,11 @@ class McpService:
     async def _serve_stdio(self, server: Server[Any]) -> None:
         from mcp.server.stdio import stdio_server
 
-        async with stdio_server() as (read, write):
-            await server.run(read, write, server.create_initialization_options())
+        from .serve_stdin import claimed_stdin
+
+        with claimed_stdin() as stdin:  # stopping must not wait for the client's next line
+            async with stdio_server(stdin=cast(Any, stdin)) as (read, write):
+                await server.run(read, write, server.create_initialization_options())
 
     async def _start_http(self, server: Server[Any]) -> None:
         from mcp.server.transport_security import TransportSecuritySettings

@@ -3,7 +3,10 @@
 :func:`everything` runs ``@modelcontextprotocol/server-everything`` from npm, a server
 nobody here wrote. Its launcher takes the transport as its first argument (``stdio``,
 ``streamableHttp``); over HTTP it serves ``/mcp`` on the port in ``PORT`` and says so on
-stderr once listening.
+stderr once listening. :func:`filesystem_server` and :func:`git_server` are the commands of
+two more reference servers: ``@modelcontextprotocol/server-filesystem`` from npm (the
+directories it may touch are its arguments) and PyPI's ``mcp-server-git`` (in the ``test``
+extra), run by this interpreter on a repository :func:`git_repository` makes.
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ import inspect
 import os
 import socket
 import subprocess
+import sys
 import time
 from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
@@ -113,3 +117,34 @@ def everything(transport: str, log: Path) -> Iterator[dict[str, Any]]:
             except subprocess.TimeoutExpired:
                 process.kill()
                 process.wait()
+
+
+FILESYSTEM = ("@modelcontextprotocol/server-filesystem", "2026.8.31", "mcp-server-filesystem")
+
+
+def filesystem_server(*directories: Path) -> list[str]:
+    """The stdio command of the filesystem server, allowed into ``directories``."""
+    return [str(npm_bin(*FILESYSTEM)), *map(str, directories)]
+
+
+def git_server(repository: Path) -> list[str]:
+    """The stdio command of ``mcp-server-git``, confined to ``repository``."""
+    return [sys.executable, "-m", "mcp_server_git", "--repository", str(repository)]
+
+
+def git_repository(path: Path) -> Path:
+    """A new repository at ``path``: one commit ("first commit", adding notes.txt), then an
+    untracked new.txt."""
+    path.mkdir(parents=True, exist_ok=True)
+
+    def git(*arguments: str) -> None:
+        subprocess.run(["git", "-c", "user.name=Test", "-c", "user.email=test@example.com",
+                        "-c", "init.defaultBranch=main", *arguments],
+                       cwd=path, check=True, capture_output=True, timeout=30)
+
+    git("init", "-q")
+    (path / "notes.txt").write_text("one\n")
+    git("add", "notes.txt")
+    git("commit", "-q", "-m", "first commit")
+    (path / "new.txt").write_text("two\n")
+    return path

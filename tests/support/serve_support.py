@@ -12,10 +12,10 @@ import base64
 import os
 import subprocess
 import sys
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Iterator, Sequence
 from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel
 
@@ -24,6 +24,9 @@ from dsh_jupyter.json_value import JsonValue
 from dsh_jupyter.registry.execution import ToolExecution
 from dsh_jupyter.registry.policy import PreDecision
 from dsh_jupyter.registry.results import Content
+
+if TYPE_CHECKING:
+    from mcp.types import ElicitRequestParams, ElicitResult
 
 HERE = Path(__file__).resolve().parent
 LOG_ENV = "DSH_TEST_SERVE_LOG"
@@ -128,7 +131,30 @@ def served_scope() -> Any:
 
 
 def serve_command(*options: str, tools: str = "serve_support:served_registry") -> list[str]:
-    return [sys.executable, "-m", "dsh_jupyter.cli", "serve-mcp", "--tools", tools, *options]
+    return serve_mcp_command("--tools", tools, *options)
+
+
+def serve_mcp_command(*options: str) -> list[str]:
+    """``dsh-jupyter serve-mcp OPTIONS`` (this interpreter's)."""
+    return [sys.executable, "-m", "dsh_jupyter.cli", "serve-mcp", *options]
+
+
+def wrap_command(server: Sequence[str], *options: str) -> list[str]:
+    """``dsh-jupyter serve-mcp OPTIONS --wrap -- SERVER...``."""
+    return serve_mcp_command(*options, "--wrap", "--", *server)
+
+
+def command_params(command: Sequence[str], *, env: dict[str, str] | None = None) -> Any:
+    """``StdioServerParameters`` running ``command`` with this environment plus ``env``."""
+    from mcp import StdioServerParameters
+
+    return StdioServerParameters(command=command[0], args=list(command[1:]),
+                                 env={**os.environ, **(env or {})})
+
+
+def wrap_params(server: Sequence[str], *options: str, env: dict[str, str] | None = None) -> Any:
+    """``StdioServerParameters`` starting ``serve-mcp`` wrapping the stdio ``server``."""
+    return command_params(wrap_command(server, *options), env=env)
 
 
 def serve_env(log: Path) -> dict[str, str]:
@@ -267,3 +293,17 @@ async def served_client(transport: str, log: Path, *options: str,
 def served_facts(log: Path) -> list[str]:
     """What the served tools recorded so far."""
     return log.read_text().splitlines() if log.exists() else []
+
+
+class Answers:
+    """An elicitation callback answering from a list, recording each question."""
+
+    def __init__(self, *actions: str) -> None:
+        self.actions = list(actions)
+        self.questions: list[str] = []
+
+    async def __call__(self, context: Any, params: ElicitRequestParams) -> ElicitResult:
+        from mcp.types import ElicitResult
+
+        self.questions.append(params.message)
+        return ElicitResult(action=self.actions.pop(0))  # type: ignore[arg-type]

@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
+import signal
+import sys
 import time
 from typing import Any
 
@@ -12,7 +15,7 @@ import pytest
 
 pytest.importorskip("mcp.client")  # "mcp" alone could resolve to the tests/integration/mcp folder
 
-from mcp_support import call, eventually, other_tasks, server_saw
+from mcp_support import SERVER, call, eventually, other_tasks, server_saw, stdio_server_pids
 
 from dsh_jupyter import AbortController, ToolRegistry, enforce_timeouts
 from dsh_jupyter.mcp import UNVALIDATED_NOTE, connect_mcp
@@ -187,6 +190,20 @@ async def test_list_changed_updates_the_registry(transport: dict[str, Any], mode
         await eventually(lambda: registry.get("t_extra") is None)
         assert "t_extra" not in server.tools
     assert registry.visible() == {}
+
+
+async def test_a_stdio_server_that_exits_between_calls_is_noticed_at_once() -> None:
+    registry = ToolRegistry()
+    async with connect_mcp(registry, stdio=[sys.executable, str(SERVER)]) as server:
+        (pid,) = stdio_server_pids()
+        os.kill(pid, signal.SIGKILL)  # no call in flight: only the closed stdout tells
+        reason = await asyncio.wait_for(server.wait_gone(), 15)
+        shown = repr(server)
+        later = await call(registry, "greet", {"name": "Ada"})
+    assert reason == "MCP server 'test-server' is gone (the server closed the connection)"
+    assert shown == "<McpConnection 'test-server' gone tools=14>"
+    assert later.error is not None and later.error.code == "MCP_SERVER_GONE"
+    assert other_tasks() == set()
 
 
 async def test_a_dead_server_fails_calls_clearly(transport: dict[str, Any]) -> None:

@@ -1,7 +1,8 @@
 """A third-party MCP client against ``dsh-jupyter serve-mcp``: the MCP Inspector's CLI
 (``@modelcontextprotocol/inspector --cli`` from npm, TypeScript SDK) lists the tools and
-calls one, over stdio and over streamable HTTP with a bearer token. Needs Node (skipped
-without it unless ``DSH_REQUIRE_NODE=1``)."""
+calls one, over stdio and over streamable HTTP with a bearer token, and through a wrapped
+third-party server (``--wrap -- mcp-server-filesystem``). Needs Node (skipped without it
+unless ``DSH_REQUIRE_NODE=1``)."""
 
 from __future__ import annotations
 
@@ -16,8 +17,9 @@ import pytest
 
 pytest.importorskip("mcp.client")  # "mcp" alone could resolve to the tests/integration/mcp folder
 
+from mcp_support import filesystem_server
 from npm_support import INSPECTOR, npm_bin
-from serve_support import HERE, LOG_ENV, http_serve
+from serve_support import HERE, LOG_ENV, http_serve, wrap_command
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -79,3 +81,25 @@ def test_inspector_calls_run_code_over_http_with_a_token(tmp_path: Path) -> None
     # non-interactive run declines.
     assert refused.returncode != 0
     assert json.loads(refused.stderr)["error"]["code"] == "auth_required"
+
+
+def test_inspector_runs_code_against_a_wrapped_filesystem_server(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "a.txt").write_text("alpha")
+    (data / "b.txt").write_text("beta")
+    target, catalog = wrap_command(filesystem_server(data)), tmp_path / "catalog.json"
+    listed = inspect(*target, "--method", "tools/list", catalog=catalog)
+    code = (f"root = {str(data)!r}; "
+            "names = (await tools.list_directory({'path': root}))['content'].split(chr(10)); "
+            "texts = [(await tools.read_text_file({'path': root + '/' + n[7:]}))['content'] "
+            "for n in names]; "
+            "return dict(zip(names, texts))")
+    called = inspect(*target, "--method", "tools/call", "--tool-name", "run_code",
+                     "--tool-arg", "description=read every file", f"code={code}",
+                     catalog=catalog)
+    assert [tool["name"] for tool in listed["tools"]] == ["run_code"]
+    assert "async def read_text_file(self, args: ReadTextFileArgs)" in (
+        listed["tools"][0]["description"])
+    assert called["structuredContent"] == {
+        "logs": [], "result": {"[FILE] a.txt": "alpha", "[FILE] b.txt": "beta"}}

@@ -8,6 +8,9 @@ and ``auto`` (2026-07-28 here, where an approval is an ``InputRequiredResult`` r
 from __future__ import annotations
 
 import asyncio
+import signal
+import subprocess
+import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -18,9 +21,9 @@ import pytest
 pytest.importorskip("mcp.client")  # "mcp" alone could resolve to the tests/integration/mcp folder
 
 from mcp import Client, stdio_client
-from mcp.types import ElicitResult, ImageContent, TextContent
+from mcp.types import ImageContent, TextContent
 from mcp_support import eventually
-from serve_support import PIXEL, served_facts, stdio_params
+from serve_support import HERE, PIXEL, Answers, serve_command, serve_env, served_facts, stdio_params
 
 from dsh_jupyter.mcp.serve_tools import ERROR_META_KEY
 
@@ -39,18 +42,6 @@ def text(result: Any) -> str:
     block = result.content[0]
     assert isinstance(block, TextContent)
     return block.text
-
-
-class Answers:
-    """An elicitation callback answering from a list, recording each question."""
-
-    def __init__(self, *actions: str) -> None:
-        self.actions = list(actions)
-        self.questions: list[str] = []
-
-    async def __call__(self, _context: Any, params: Any) -> ElicitResult:
-        self.questions.append(params.message)
-        return ElicitResult(action=self.actions.pop(0))  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize("era", ERAS)
@@ -214,3 +205,28 @@ async def test_a_scope_is_served_with_its_own_view(tmp_path: Path) -> None:
         hidden = await client.call_tool("delete_file", {"path": "x"})
     assert names == ["add", "forecast"]
     assert hidden.is_error and "unknown tool 'delete_file' in scope 'analyst'" in text(hidden)
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
+def test_a_signal_stops_serving_while_the_client_keeps_stdin_open(tmp_path: Path,
+                                                                  signum: int) -> None:
+    """Reading stdin must not hold the server up: the SDK's own reader thread would wait
+    for the client's next line before the process could exit."""
+    stderr = tmp_path / "stderr"
+    with stderr.open("w") as errors:
+        process = subprocess.Popen(serve_command(), stdin=subprocess.PIPE,
+                                   stdout=subprocess.DEVNULL, stderr=errors,
+                                   env=serve_env(tmp_path / "facts"), cwd=HERE)
+        try:
+            deadline = time.monotonic() + 60
+            while "serving MCP" not in stderr.read_text() and time.monotonic() < deadline:
+                time.sleep(0.05)
+            process.send_signal(signum)
+            returncode = process.wait(timeout=20)
+        finally:
+            if process.poll() is None:
+                process.kill()
+                process.wait()
+            assert process.stdin is not None
+            process.stdin.close()
+    assert returncode == 0, stderr.read_text()

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from dsh_jupyter import AgentScope, ToolRegistry
@@ -37,3 +39,49 @@ def test_tools_may_name_a_registry_or_a_scope_but_nothing_else() -> None:
     assert isinstance(load_tools("serve_support:served_registry"), ToolRegistry)
     with pytest.raises(SystemExit, match="not a ToolRegistry or an AgentScope"):
         load_tools("serve_support:PIXEL")
+
+
+@pytest.mark.parametrize(("argv", "message"), [
+    ([], "one of the arguments --tools --wrap --wrap-url is required"),
+    (["--tools", "m:a", "--wrap", "--", "srv"], "argument --wrap: not allowed with argument "
+                                                "--tools"),
+    (["--wrap-url", "http://127.0.0.1:1/mcp", "--wrap", "--", "srv"],
+     "argument --wrap: not allowed with argument --wrap-url"),
+    (["--wrap"], "--wrap needs the server's command after --, e.g. --wrap -- npx -y "
+                 "@modelcontextprotocol/server-everything"),
+    (["--tools", "m:a", "--", "npx", "srv"], "unexpected arguments 'npx srv': a stdio server "
+                                             "to wrap goes after --wrap --"),
+    (["--wrap-header", "A: b", "--wrap", "--", "srv"], "--wrap-header applies to --wrap-url"),
+    (["--wrap-url", "http://127.0.0.1:1/mcp", "--wrap-header", "no colon"],
+     "--wrap-header expects 'NAME: VALUE', got 'no colon'"),
+])
+def test_what_to_serve_is_checked_first(argv: list[str], message: str,
+                                        capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exited:
+        main(["serve-mcp", *argv])
+    assert exited.value.code == 2
+    assert capsys.readouterr().err.splitlines()[-1] == f"dsh-jupyter serve-mcp: error: {message}"
+
+
+@pytest.mark.parametrize("source", [["--tools", "serve_support:served_registry"],
+                                    ["--wrap", "--", "no-server-is-started"]])
+def test_a_bad_policy_file_stops_before_anything_starts(tmp_path: Path,
+                                                        source: list[str]) -> None:
+    policy = tmp_path / "policy.toml"
+    policy.write_text('deny = "git_reset"\n')
+    # the unit tier's guard fails the test if a server or a kernel is started
+    with pytest.raises(SystemExit) as exited:
+        main(["serve-mcp", "--policy", str(policy), *source])
+    assert str(exited.value.code) == (
+        f"dsh-jupyter serve-mcp: policy file {policy}: deny must be a list of tool-name "
+        "patterns, e.g. deny = [\"git_*\", \"write_file\"]; got the string 'git_reset'")
+
+
+def test_help_shows_the_wrapping_options(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        main(["serve-mcp", "--help"])
+    text = capsys.readouterr().out
+    assert "(--tools MODULE:ATTR | --wrap-url URL | --wrap) [options] [-- CMD [ARG ...]]" in text
+    for option in ("--wrap ", "--wrap-url URL", "--wrap-header", "--policy FILE"):
+        assert option in text
+    assert "dsh-jupyter serve-mcp --wrap -- npx -y @modelcontextprotocol/server-filesystem" in text
