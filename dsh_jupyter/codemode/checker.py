@@ -38,6 +38,11 @@ if TYPE_CHECKING:
     from ._view import CodeModeHost
 
 
+CHECK_TIMEOUT_SECONDS = 10.0
+"""How long a check waits for the server before it gives up on it (and the program runs
+unchecked)."""
+
+
 class ProgramCheckWarning(DshWarning):
     """A program could not be checked (the checker failed); it ran unchecked."""
 
@@ -102,7 +107,7 @@ class ProgramChecker:
             for name, d in sorted(self._registry.visible(scope).items())
             if name != RESERVED_NAME]
         if self._server is None:
-            self._server = TyServer(require_ty())
+            self._server = TyServer(require_ty(), timeout=CHECK_TIMEOUT_SECONDS)
             self._executor = ThreadPoolExecutor(1, thread_name_prefix="dsh-check")
         server, executor = self._server, self._executor
         assert executor is not None

@@ -118,16 +118,19 @@ class TyServer:
                 self._start()
             return self._check(modules, document)
         except (OSError, ValueError, TyServerError) as error:
-            self.close()
+            self.close(graceful=False)  # it failed once: no second wait for it
             if isinstance(error, TyServerError):
                 raise
             raise TyServerError(f"the ty server failed: {error}") from None
 
-    def close(self) -> None:
-        """Stop the server (asked, then killed) and remove its directory."""
+    def close(self, *, graceful: bool = True) -> None:
+        """Stop the server (asked, and killed if it has not exited within 2 s; at once
+        without ``graceful``) and remove its directory."""
         process, self._process = self._process, None
         if process is not None:
-            if process.poll() is None:
+            if process.poll() is None and not graceful:
+                process.kill()
+            elif process.poll() is None:
                 with contextlib.suppress(OSError):
                     self._send({"jsonrpc": "2.0", "id": 0, "method": "shutdown"}, process)
                     self._send({"jsonrpc": "2.0", "method": "exit"}, process)

@@ -14,8 +14,10 @@ tests/unit/codemode/test_check.py."""
 
 from __future__ import annotations
 
+import asyncio
 import os
 import stat
+import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -25,7 +27,7 @@ from sdk_support import realistic_tools
 
 from dsh_jupyter import ToolCall, ToolRegistry, default_render, define_tool
 from dsh_jupyter.codemode import checker as checker_module
-from dsh_jupyter.codemode.checker import ProgramCheckWarning
+from dsh_jupyter.codemode.checker import ProgramChecker, ProgramCheckWarning
 from dsh_jupyter.kernel import KernelRuntime, KernelRuntimeConfig, StatefulConfig
 from dsh_jupyter.registry.execution import ToolRunContext
 from dsh_jupyter.registry.results import ToolResult
@@ -320,3 +322,35 @@ async def test_a_checker_that_fails_lets_the_program_run_unchecked(
     # Unchecked, the program ran (and the stand-in tool took the misspelt key).
     assert result.value == {"logs": ["ran"]}
     assert realistic.runtime.runs == 1 and realistic.calls == ["read_file"]
+
+
+async def test_a_checker_that_hangs_is_given_up_on_without_blocking_the_loop(
+        runtime: KernelRuntime, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The check waits on its own thread: the loop keeps ticking while a server that never
+    answers runs out its time; then it is killed and the program is left unchecked."""
+    hanging = tmp_path / "ty"
+    hanging.write_text("#!/bin/sh\nexec sleep 60\n")
+    hanging.chmod(hanging.stat().st_mode | stat.S_IXUSR)
+    monkeypatch.setattr(checker_module, "find_ty", lambda: os.fspath(hanging))
+    monkeypatch.setattr(checker_module, "CHECK_TIMEOUT_SECONDS", 0.5)
+    checker = ProgramChecker(Realistic(runtime, "error").registry)
+    ticks = 0
+
+    async def tick() -> None:
+        nonlocal ticks
+        while True:
+            await asyncio.sleep(0.005)
+            ticks += 1
+
+    ticker = asyncio.ensure_future(tick())
+    start = time.monotonic()
+    try:
+        with pytest.warns(ProgramCheckWarning, match=r"did not answer within 0\.5 s"):
+            check = await checker.check('await tools.read_file({"pth": 1})', None,
+                                        discovery=False, stateful=False)
+    finally:
+        ticker.cancel()
+        await checker.aclose()
+    assert check.problems == () and check.unchecked is not None
+    assert 0.5 <= time.monotonic() - start < 2  # given up on, and killed at once
+    assert ticks >= 20  # ~100 if nothing else ran; the loop was never held for the wait
