@@ -9,8 +9,13 @@ rendered them, with where the bytes go in each.
 Then, for discovery, the prompt bytes of catalogs of 50, 100 and 300 tools
 (``tests/golden/discovery``: the realistic tools and two npm MCP servers' schemas,
 repeated under server prefixes) next to the full SDK for the same tools.
+Last, what checking a program before it runs costs (``check_programs``): a 30-line
+program against the 20-tool SDK through Code Mode's checker (``ty server``, kept
+running: its start-up once, then the median and 90th percentile per program), the same
+against 300 tools, and, side by side, a checker started per program (``ty check``,
+``pyrefly check``, where installed) and mypy's API in this process (warm cache).
 
-    python bench/sdk.py [--tools 1000] [--rounds 7]
+    python bench/sdk.py [--tools 1000] [--rounds 7] [--check-rounds 50]
 
 The baseline is rendered live: ``sdk_python.py`` at ``BASELINE_COMMIT`` is a
 standard-library module, so ``git show`` loads it as it was. Outside a git
@@ -20,11 +25,15 @@ checkout the figures recorded from it (``BASELINE_RECORDED``) are printed instea
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
+import os
 import re
+import shutil
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 import types
 from collections import Counter
@@ -199,10 +208,151 @@ def discovery(sizes: tuple[int, ...] = (50, 100, 300)) -> None:
               f"{built * 1e3:.1f} ms); full SDK {full + wire:>8,} bytes")
 
 
+# A 30-line program as a model writes one: reads, a search, a gather, a loop, a dict built in
+# a variable, dynamic access, json, error handling and a return.
+CHECKED_PROGRAM = """\
+import json
+page = await tools.read_file({"path": "README.md", "limit": 50})
+lines = [line["text"] for line in page["lines"]]
+print(len(lines), page["total_lines"])
+found = await tools.grep({"pattern": "def ", "context_lines": 1})
+for group in found["files"]:
+    print(group["path"], [m["line"] for m in group["matches"]])
+status = await tools.git_status({})
+changed = [f["path"] for f in status["files"]]
+log = await tools.git_log({"max_count": 3})
+shas = [entry["sha"] for entry in log]
+diff = await tools.git_diff({})
+print(diff[:100])
+paths, listing = await asyncio.gather(
+    tools.glob({"pattern": "*.py"}),
+    tools.list_dir({"path": "."}),
+)
+print(paths["total"], len(listing["entries"]))
+args = {"key": "seen"}
+value = await getattr(tools, "kv_get")(args)
+print(value["value"])
+try:
+    await tools.bash({"command": "ls"})
+except ToolCallError as err:
+    print(err.tool_name, err.message)
+data = json.loads(json.dumps({"a": changed, "b": shas}))
+summary = {"lines": len(lines), "changed": changed, "data": data}
+await tools.kv_set({"key": "summary", "value": summary})
+print(summary)
+return summary
+"""
+
+
+def check_cost(rounds: int) -> None:
+    """What a check costs a run (see the module docstring)."""
+    from dsh_jupyter.codemode.check import check_document, check_sdk
+    from dsh_jupyter.codemode.ty_server import find_ty, prepare_workspace
+
+    executable = find_ty()
+    if executable is None:
+        print("check before run: ty is not installed (pip install 'dsh-jupyter[check]')")
+        return
+    assert CHECKED_PROGRAM.count("\n") == 30
+    print(f"check before run, a {CHECKED_PROGRAM.count(chr(10))}-line program "
+          f"(ty server, kept running):")
+    for tools in (realistic_tools(), many_tools(300)):
+        start, times = asyncio.run(_checker_times(tools, rounds))
+        print(f"  {len(tools):>4} tools: start-up (first check) {start * 1e3:6.1f} ms, then "
+              f"p50 {_quantile(times, 0.5) * 1e3:5.1f} ms, p90 "
+              f"{_quantile(times, 0.9) * 1e3:5.1f} ms of {rounds}")
+    sdk = check_sdk(realistic_tools(), discovery=False)
+    document = check_document(CHECKED_PROGRAM, "sdk")
+    print("  side by side, 20 tools, medians: a process per program, or mypy in this one:")
+    with tempfile.TemporaryDirectory(prefix="dsh-bench-check-") as directory:
+        folder = Path(directory)
+        prepare_workspace(folder)  # the server's rules and empty environment
+        (folder / "sdk.py").write_text(sdk, encoding="utf-8")
+        (folder / "program.py").write_text(document, encoding="utf-8")
+        pyrefly = Path(sys.executable).with_name("pyrefly")
+        commands = {
+            "ty check": [executable, "check", "program.py"],
+            "pyrefly check": [os.fspath(pyrefly) if pyrefly.exists()
+                              else shutil.which("pyrefly") or "", "check", "program.py"]}
+        for name, command in commands.items():
+            if not command[0]:
+                print(f"    {name:24} not installed")
+                continue
+            times = _process_times(command, folder, max(3, rounds // 5))
+            print(f"    {name:24} {statistics.median(times) * 1e3:6.1f} ms")
+        first, warm = _mypy_times(folder)
+        print(f"    {'mypy api, in-process':24} {warm * 1e3:6.1f} ms with its cache warm (the "
+              f"first: {first * 1e3:.0f} ms), holding this process's GIL while it checks")
+
+
+async def _checker_times(tools: list[SdkTool], rounds: int) -> tuple[float, list[float]]:
+    """The first check (the server starts) and each later one, through Code Mode's checker
+    on a registry of stand-ins for ``tools``."""
+    from dsh_jupyter import ToolRegistry, default_render, define_tool
+    from dsh_jupyter.codemode.checker import ProgramChecker
+    from dsh_jupyter.kernel import InProcessRuntime
+
+    registry = ToolRegistry(mode="code", code_runtime=InProcessRuntime())
+    for tool in tools:
+        registry.register(define_tool(
+            name=tool.name, description=tool.description, parameters=tool.parameters,
+            output={"schema": tool.output, "render": default_render},
+            allow_unsupported_schema=True, execute=lambda args, ctx: None))
+    program = CHECKED_PROGRAM
+    if len(tools) != 20:  # many_tools names them read_file_0, grep_5, ...
+        names = {tool.name.rsplit("_", 1)[0]: tool.name for tool in reversed(tools)}
+        program = re.sub(r"tools\.(\w+)\(", lambda m: f"tools.{names[m[1]]}(", program)
+    checker = ProgramChecker(registry)
+    times = []
+    try:
+        for _ in range(rounds + 1):
+            start = time.perf_counter()
+            check = await checker.check(program, None, discovery=False, stateful=False)
+            times.append(time.perf_counter() - start)
+            assert not check.problems, check.problems
+    finally:
+        await checker.aclose()
+    return times[0], times[1:]
+
+
+def _process_times(command: list[str], cwd: Path, rounds: int) -> list[float]:
+    times = []
+    for _ in range(rounds):
+        start = time.perf_counter()
+        subprocess.run(command, cwd=cwd, capture_output=True, timeout=120,
+                       env={**os.environ, "NO_COLOR": "1"})
+        times.append(time.perf_counter() - start)
+    return times
+
+
+def _mypy_times(folder: Path) -> tuple[float, float]:
+    from mypy import api
+
+    # --check-untyped-defs: the program's wrapper, `async def __program():`, has no annotations.
+    arguments = ["--config-file=", "--ignore-missing-imports", "--check-untyped-defs",
+                 "--no-error-summary", "--cache-dir", str(folder / ".mypy_cache"),
+                 str(folder / "program.py")]
+    program = (folder / "program.py").read_text(encoding="utf-8")
+    times = []
+    for n in range(6):  # a new program each time, as in use: its cache entry is stale
+        (folder / "program.py").write_text(f"{program}# {n}\n", encoding="utf-8")
+        start = time.perf_counter()
+        api.run(arguments)
+        times.append(time.perf_counter() - start)
+    return times[0], statistics.median(times[1:])  # the first fills the cache
+
+
+def _quantile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--tools", type=int, default=1000)
     parser.add_argument("--rounds", type=int, default=7)
+    parser.add_argument("--check-rounds", type=int, default=50)
     options = parser.parse_args()
     main(options.tools, options.rounds)
     discovery()
+    check_cost(options.check_rounds)

@@ -103,7 +103,9 @@ SUMMARIES: dict[str, str] = {
     "RunFact": "One fact a runtime reports about how it ran a program "
                "(`CodeRunResult.facts`): str, bool, int or float.",
     "FailureKind": "Why a run failed: exception, timeout, abort, kernel-exit, "
-                   "invalid-output, output-limit or call-limit.",
+                   "invalid-output, output-limit, call-limit, a cap (session-, memory-, "
+                   "process-, workspace-, file-limit), or type-check (Code Mode's check "
+                   "rejected the program before it ran).",
     # registry and tools
     "define_tool": "Build a `ToolDefinition` from a typed function (also as a decorator) or "
                    "from explicit JSON Schemas.",
@@ -151,9 +153,8 @@ SUMMARIES: dict[str, str] = {
                    "`async run(program, bindings, signal) -> CodeRunResult`.",
     "CodeRunResult": "What a run produced: `logs` (one entry per printed line), `value`, "
                      "and `failure` (`None` on success).",
-    "CodeRunFailure": "Why a run failed: `kind` (`exception`, `timeout`, `abort`, "
-                      "`kernel-exit`, `invalid-output`, `output-limit`, `call-limit`) and "
-                      "`message`.",
+    "CodeRunFailure": "Why a run failed: `kind` (a `FailureKind`: `exception`, `timeout`, "
+                      "`abort`, `kernel-exit`, `type-check`, ...) and `message`.",
     # agents
     "ChatModel": "Protocol of a chat model: `name` and "
                  "`async complete(request, *, signal) -> ModelResponse`.",

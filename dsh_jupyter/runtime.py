@@ -63,13 +63,16 @@ __all__ = ["Binding", "BindingError", "Bindings", "CodeRunFailure", "CodeRunResu
 FailureKind = Literal[
     "exception", "timeout", "abort", "kernel-exit", "invalid-output", "output-limit",
     "call-limit", "session-limit", "memory-limit", "process-limit", "workspace-limit",
-    "file-limit",
+    "file-limit", "type-check",
 ]
 FAILURE_KINDS: tuple[FailureKind, ...] = (
     "exception", "timeout", "abort", "kernel-exit", "invalid-output", "output-limit",
     "call-limit", "session-limit", "memory-limit", "process-limit", "workspace-limit",
-    "file-limit",
+    "file-limit", "type-check",
 )
+"""Every :data:`FailureKind`. A runtime reports all but ``type-check``: Code Mode's own,
+for a program its type check rejected before any runtime saw it
+(``ToolRegistry(check_programs="error")``)."""
 
 RunFact: TypeAlias = str | bool | int | float
 """One fact a runtime reports about how it ran a program (:attr:`CodeRunResult.facts`)."""

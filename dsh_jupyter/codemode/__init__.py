@@ -16,7 +16,9 @@ it (``tests/unit/test_import_cycles.py``):
 - :mod:`.prompt`, :mod:`.sdk_python`, :mod:`.discovery`: the prompt sections, the Python
   SDK, and the index, search and describe of ``discovery``;
 - :mod:`.run_files`: the files a program writes, as the model, the user and the card get
-  them.
+  them;
+- :mod:`.checker`, :mod:`.check`, :mod:`.ty_server`: the type check before a run
+  (``check_programs``): the registry's kept ``ty server``, and what a check reports.
 """
 
 from .mode import CodeMode

@@ -3,7 +3,7 @@
 :class:`CodeModeHost` is the pipeline's :class:`~dsh_jupyter.registry._view.RegistryView`
 (Code Mode prepares and runs sub-calls through the pipeline) plus what only Code Mode
 reads: its settings (``code_runtime``, ``max_parallel_sub_calls``, ``run_code_images``,
-``run_code_max_chars``: the constructor arguments of
+``run_code_max_chars``, ``check_programs``: the constructor arguments of
 :class:`~dsh_jupyter.codemode.registry.ToolRegistry`), the session key of scope-less
 runs, ``listen`` (its sub-call listener is registered like any other) and ``_version``
 (a counter every change bumps, for the discovery catalogs' cache).
@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from ..registry.lifecycle import CallListener
     from ..registry.scope import Disposer
     from ..runtime import CodeRuntime
+    from .check import CheckPrograms
 
 
 class CodeModeHost(RegistryView, Protocol):
@@ -40,6 +41,10 @@ class CodeModeHost(RegistryView, Protocol):
     @property
     def run_code_max_chars(self) -> int | None:
         """The most characters of a ``run_code`` result's text the model reads."""
+
+    @property
+    def check_programs(self) -> CheckPrograms:
+        """Whether ``run_code`` type-checks a program first: off, warn or error."""
 
     @property
     def session_key(self) -> str:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from .checker import ProgramChecker
 from .discovery import Catalogs
 from .prompt import code_sections
 from .run_code import run_code_definition
@@ -30,18 +31,20 @@ if TYPE_CHECKING:
 
 class CodeMode:
     """Code Mode for ``registry``: the ``run_code`` transport, the prompt sections, the
-    discovery catalogs, and the listener ordering each program's sub-calls (registered
-    when this is made, for the registry's life)."""
+    discovery catalogs, the program checker (idle until a program is checked), and the
+    listener ordering each program's sub-calls (registered when this is made, for the
+    registry's life)."""
 
-    __slots__ = ("_registry", "catalogs", "ordering", "transport")
+    __slots__ = ("_registry", "catalogs", "checker", "ordering", "transport")
 
     def __init__(self, registry: CodeModeHost) -> None:
         self._registry = registry
         self.catalogs = Catalogs(registry)
         self.ordering = SubCallOrdering(registry)
         registry.listen(self.ordering)
+        self.checker = ProgramChecker(registry)
         self.transport: ToolDefinition = run_code_definition(registry, self.ordering,
-                                                             self.catalogs)
+                                                             self.catalogs, self.checker)
 
     def sections(self, scope: AgentScope | None,
                  mode: PresentationMode) -> list[PromptSection]:

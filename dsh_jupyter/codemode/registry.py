@@ -13,10 +13,14 @@ from typing import TYPE_CHECKING
 from ..errors import RegistrationError
 from ..registry.core import RegistryCore
 from ..runtime import as_code_runtime
+from .check import CHECK_PROGRAMS, CheckPrograms
+from .checker import require_ty
 from .mode import CodeMode
 from .model_text import DEFAULT_RUN_CODE_MAX_CHARS, check_max_chars
 
 if TYPE_CHECKING:
+    from types import TracebackType
+
     from ..registry.policy import ApprovalService
     from ..registry.scope import PresentationMode
     from ..runtime import CodeRuntime
@@ -34,6 +38,11 @@ class ToolRegistry(RegistryCore):
     ``run_code`` result the model reads (50,000 characters by default; ``None``: no cap):
     longer output keeps its head and tail around a note saying what was cut, while the
     value, the card and the session log keep all of it (see ``docs/code-mode.md``).
+    ``check_programs`` type-checks each program
+    against the SDK before any kernel is used: ``"error"`` fails a program with type
+    errors as ``type-check`` (nothing runs), ``"warn"`` runs it and appends the problems
+    to its result, ``"off"`` (the default) does neither; it needs the ``ty`` checker
+    (``pip install 'dsh-jupyter[check]'``), whose server :meth:`aclose` stops.
 
     ::
 
@@ -57,6 +66,7 @@ class ToolRegistry(RegistryCore):
         approval: ApprovalService | None = None,
         run_code_images: bool = False,
         run_code_max_chars: int | None = DEFAULT_RUN_CODE_MAX_CHARS,
+        check_programs: CheckPrograms = "off",
     ) -> None:
         super().__init__(mode=mode, approval=approval)
         if (isinstance(max_parallel_sub_calls, bool) or not isinstance(max_parallel_sub_calls, int)
@@ -72,7 +82,39 @@ class ToolRegistry(RegistryCore):
         self.max_parallel_sub_calls = max_parallel_sub_calls
         self._code_runtime: CodeRuntime | None = None
         self.code_runtime = code_runtime
-        self._code_mode = CodeMode(self)
+        self._check_programs: CheckPrograms = "off"
+        self.check_programs = check_programs
+        code_mode = CodeMode(self)
+        self._code_mode = code_mode
+        self._checker = code_mode.checker
+
+    @property
+    def check_programs(self) -> CheckPrograms:
+        """Whether ``run_code`` type-checks a program before it runs: ``"off"``,
+        ``"warn"`` or ``"error"`` (see the class docstring and ``docs/code-mode.md``)."""
+        return self._check_programs
+
+    @check_programs.setter
+    def check_programs(self, value: CheckPrograms) -> None:
+        if value not in CHECK_PROGRAMS:
+            raise RegistrationError(f"check_programs must be one of "
+                                    f"{', '.join(map(repr, CHECK_PROGRAMS))}, got {value!r}")
+        if value != "off":
+            require_ty()
+        self._check_programs = value
+
+    async def aclose(self) -> None:
+        """Stop what the registry started for itself: the type checker's server of
+        ``check_programs`` (a later checked program starts it again). A registry that
+        started none has nothing to stop."""
+        await self._checker.aclose()
+
+    async def __aenter__(self) -> ToolRegistry:
+        return self
+
+    async def __aexit__(self, exc_type: type[BaseException] | None,
+                        exc: BaseException | None, tb: TracebackType | None) -> None:
+        await self.aclose()
 
     @property
     def run_code_max_chars(self) -> int | None:

@@ -23,6 +23,12 @@ share the cap, and a part over its share keeps its head and tail around one note
 A failure's ``Error:`` text is cut the same way (:func:`model_error_message`). The
 value, the card's meta and the failure's message stay whole, and so does what a session
 log keeps of them.
+
+With ``ToolRegistry(check_programs=...)`` the program is type-checked against the SDK
+before any kernel is used (see :mod:`.check`): under ``"error"`` a program with problems
+fails as ``type-check`` (no kernel, no sub-call); under ``"warn"`` it runs, and its
+problems add ``type_check`` (one line each) to the value and, after a ``Type check``
+line, to the content (or to the failure's message, when the run fails).
 """
 
 from __future__ import annotations
@@ -44,14 +50,16 @@ from ..registry.presentation import GenericCallView
 from ..registry.results import Content, ContentBlock, ToolResult
 from ..registry.schema import compile_schema
 from ..registry.scope import RESERVED_NAME
-from ..runtime import CodeRunResult, Display, RunFile
+from ..runtime import CodeRunFailure, CodeRunResult, Display, RunFile
 from .bridge import DispatchBridge
+from .check import WARN_HEAD, failure_text, problem_lines
 from .model_text import TextLimit, cut_lines, cut_text, share
 from .run_files import card_entries, file_entries, file_lines, files_of
 
 if TYPE_CHECKING:
     from ..registry.execution import ToolExecution
     from ._view import CodeModeHost
+    from .checker import ProgramCheck, ProgramChecker
     from .discovery import Catalogs
     from .scheduler import SubCallOrdering
 
@@ -105,6 +113,8 @@ RUN_CODE_OUTPUT: JsonObject = cast(JsonObject, snapshot_json({
             "additionalProperties": False,
         }},
         "files_omitted": {"type": "integer"},
+        # Under check_programs="warn", what the check found (only when it found something):
+        "type_check": {"type": "array", "items": {"type": "string"}},
     },
     "required": ["logs"],
     "additionalProperties": False,
@@ -175,6 +185,9 @@ def run_code_meta(value: JsonValue, rendered: str | None, attachments: Sequence[
         meta["files"] = card_entries(files)
     if stateful():  # the log says so: an export re-runs it in one session too
         meta["stateful"] = True
+    type_check = value.get("type_check")
+    if isinstance(type_check, list) and type_check:
+        meta["type_check"] = list(type_check)
     return meta
 
 
@@ -195,6 +208,9 @@ def run_code_content(value: JsonObject, rendered: str | None,
         parts.append(f"({omitted} more image{'s' if omitted != 1 else ''} not attached: "
                      f"at most {RUN_CODE_MAX_IMAGES} per run)")
     parts += file_lines(value)
+    type_check = cast(list[str], value.get("type_check") or [])
+    if type_check:
+        parts += [WARN_HEAD, *type_check]
     text = "\n".join(parts)
     if not text and images:
         text = (f"(run_code completed with no text output; {len(images)} "
@@ -290,9 +306,13 @@ def run_code_limit(registry: CodeModeHost) -> TextLimit | None:
     return TextLimit(max_chars, outputs=runtime is not None and runtime.info.files)
 
 
-def failure_message(result: CodeRunResult) -> str:
+def failure_message(result: CodeRunResult, type_check: Sequence[str] = ()) -> str:
+    """``code run failed (<kind>): <message>``, then a ``warn`` check's lines, then the
+    lines the program printed."""
     assert result.failure is not None
     message = f"code run failed ({result.failure.kind}): {result.failure.message}"
+    if type_check:
+        message += "\n" + "\n".join([WARN_HEAD, *type_check])
     if result.logs:
         message += CAPTURED_OUTPUT + "\n".join(result.logs)
     return message
@@ -307,14 +327,16 @@ def present_run_code(args: JsonValue) -> GenericCallView:
 
 
 def run_code_definition(registry: CodeModeHost, ordering: SubCallOrdering,
-                        catalogs: Catalogs) -> ToolDefinition:
+                        catalogs: Catalogs, checker: ProgramChecker) -> ToolDefinition:
     """The transport tool, bound to ``registry`` (built once per registry by
     :class:`~dsh_jupyter.codemode.mode.CodeMode`): its programs' sub-calls are ordered by
-    ``ordering`` (registered on the registry), and under discovery their helpers read
-    ``catalogs``."""
+    ``ordering`` (registered on the registry), under discovery their helpers read
+    ``catalogs``, and ``checker`` checks them first when ``registry.check_programs``
+    says so."""
 
     async def run_code(args: Any, ctx: ToolRunContext) -> JsonValue:
-        return await _run_program(registry, ordering, catalogs, str(args["code"]), ctx)
+        return await _run_program(registry, ordering, catalogs, checker, str(args["code"]),
+                                  ctx)
 
     def parse(args: JsonObject) -> JsonObject:
         description = args.get("description")
@@ -363,7 +385,7 @@ def _stateful(registry: CodeModeHost) -> bool:
 
 
 async def _run_program(registry: CodeModeHost, ordering: SubCallOrdering, catalogs: Catalogs,
-                       program: str, ctx: ToolRunContext) -> JsonValue:
+                       checker: ProgramChecker, program: str, ctx: ToolRunContext) -> JsonValue:
     runtime = registry.code_runtime
     if runtime is None:
         raise CodeModeError("run_code needs a code runtime: `async with KernelRuntime() as "
@@ -371,6 +393,17 @@ async def _run_program(registry: CodeModeHost, ordering: SubCallOrdering, catalo
                             "registry.code_runtime = runtime")
     names = sorted(n for n in registry.visible(ctx.agent) if n != RESERVED_NAME)
     discovery = registry.mode_for(ctx.agent) == "discovery"
+    checking = registry.check_programs
+    check: ProgramCheck | None = None
+    if checking != "off":  # before any kernel: a rejected program costs none
+        check = await checker.check(program, ctx.agent, discovery=discovery,
+                                    stateful=runtime.info.stateful)
+        if checking == "error" and check.problems:
+            if ctx.traced:
+                ctx.set_trace_attributes(_check_facts(check, failed=True))
+            raise CodeRunFailedError(failure_message(CodeRunResult(failure=CodeRunFailure(
+                kind="type-check", message=failure_text(check.problems)))))
+    notes = problem_lines(check.problems) if check is not None else []
     bridge = DispatchBridge(registry, ctx, names, ordering,
                             catalog=catalogs(ctx.agent) if discovery else None)
     run = asyncio.ensure_future(runtime.run(bridge.request(program)))
@@ -387,11 +420,14 @@ async def _run_program(registry: CodeModeHost, ordering: SubCallOrdering, catalo
         # Settle even when our own task is cancelled: no sub-call may outlive the run.
         await _settle(bridge)
     if ctx.traced:
-        ctx.set_trace_attributes(_run_facts(registry, result, bridge.started_calls))
+        facts = _run_facts(registry, result, bridge.started_calls)
+        if check is not None:
+            facts.update(_check_facts(check, failed=False))
+        ctx.set_trace_attributes(facts)
     if result.failure is not None:
         # Also an abort: 000 lets cancellation replace only a success with ABORTED, and the
         # failure keeps the lines the program printed before it was stopped.
-        raise CodeRunFailedError(failure_message(result))
+        raise CodeRunFailedError(failure_message(result, notes))
     value: dict[str, JsonValue] = {"logs": list(result.logs)}
     if result.value is not None:
         value["result"] = result.value
@@ -408,6 +444,8 @@ async def _run_program(registry: CodeModeHost, ordering: SubCallOrdering, catalo
         for file in result.files:
             if file.data is not None:
                 ctx.attach(file)
+    if notes:
+        value["type_check"] = list(notes)
     return value
 
 
@@ -438,6 +476,21 @@ def _run_facts(registry: CodeModeHost, result: CodeRunResult,
     facts["dsh.run_code.displays"] = len(result.displays) + result.displays_dropped
     if result.failure is not None:
         facts["dsh.run_code.failure"] = result.failure.kind
+    return facts
+
+
+def _check_facts(check: ProgramCheck, *, failed: bool) -> dict[str, TraceValue]:
+    """The check's span attributes: what it found and how long the run waited for it;
+    a rejected program also gets the run's failure facts (it made no sub-call)."""
+    facts: dict[str, TraceValue] = {
+        "dsh.run_code.type_check": ("unchecked" if check.unchecked is not None
+                                    else "problems" if check.problems else "passed"),
+        "dsh.run_code.type_check_problems": len(check.problems),
+        "dsh.run_code.type_check_ms": round(check.seconds * 1000, 2),
+    }
+    if failed:
+        facts["dsh.run_code.failure"] = "type-check"
+        facts["dsh.run_code.sub_calls"] = 0
     return facts
 
 

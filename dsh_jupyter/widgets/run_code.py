@@ -437,6 +437,9 @@ def _success_blocks(durable: DurableResult,
         if isinstance(result, str):
             blocks.append(Code(text=result, label="result"))
         blocks += _files_blocks(meta.get("files"))
+        type_check = meta.get("type_check")  # check_programs="warn" found problems
+        if isinstance(type_check, list) and type_check:
+            blocks.append(Code(text="\n".join(map(str, type_check)), label="type check"))
         return tuple(blocks) or (Text(text="(no output)", tone="muted"),)
     text = content_text(durable.content)
     shown = tuple(display_block(display) for _, display in displays)

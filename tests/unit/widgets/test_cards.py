@@ -412,6 +412,21 @@ def test_run_code_card_with_logs_and_result_meta() -> None:
     assert plain(card).splitlines()[-4:] == ["  logs:", "    a", "  result:", "    1"]
 
 
+def test_run_code_card_shows_a_warn_checks_problems_and_a_rejected_program() -> None:
+    problem = "line 2: Unknown key \"line\" for TypedDict `ReadFileOutput` [invalid-typed-dict-key]"
+    card = tool_card("run_code", {"code": "return 1", "description": "d"},
+                     result=ok("1", meta={"logs": [], "result": "1", "type_check": [problem]}))
+    assert plain(card).splitlines()[-4:] == ["  result:", "    1", "  type check:",
+                                             f"    {problem}"]
+    rejected = tool_card("run_code", {"code": "x", "description": "d"}, result=failed(
+        "code run failed (type-check): the program was not run: checked against the tools' "
+        f"SDK, it has 1 problem (fix and run it again)\n{problem}", "CODE_RUN_FAILED"))
+    assert plain(rejected).splitlines()[3:6] == [
+        "  failure: type-check", "  message:",
+        "    the program was not run: checked against the tools' SDK, it has 1 problem (fix "
+        "and run it again)"]
+
+
 def test_run_code_failure_shows_kind_message_and_logs() -> None:
     message = ("code run failed (exception): Traceback:\n  ValueError: bad\n"
                "Captured output:\nbefore the crash")
