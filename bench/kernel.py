@@ -11,8 +11,8 @@ Run from the repository root::
 
 Every figure is a median over the samples (p90 where shown). The machine is
 shared and noisy: compare figures from the same run, not across runs. The same run measures
-a stock ipykernel comm's round trip beside ours (bench/peers.py), and ends with issue [3/5]'s
-goals, each with its figure from this run.
+a stock ipykernel comm's round trip beside ours and, when it is installed, pydantic-monty
+(bench/peers.py), and ends with issue [3/5]'s goals, each with its figure from this run.
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ import zmq.asyncio
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from peers import stock_comm_figures
+from peers import MONTY_INSTALL, monty_figures, monty_version, stock_comm_figures
 
 from dsh_jupyter.abort import AbortSignal
 from dsh_jupyter.json_value import JsonValue
@@ -388,8 +388,9 @@ def goals(measured: dict[str, float], floor: float) -> None:
          "2 at once" if rate else "confinement unavailable", at_least=True)
 
 
-async def peer_figures(measured: dict[str, float], floor: float) -> None:
-    """The stock comm's round trip beside our carriers' (bench/peers.py)."""
+async def peer_figures(n: int, measured: dict[str, float], floor: float) -> None:
+    """The stock comm's round trip beside our carriers', and pydantic-monty's warm run
+    beside ours (bench/peers.py)."""
     print("Stock ipykernel comm, same run (a plain python3 kernel, timed inside its cell)")
     stock = await stock_comm_figures()
     seq, hundreds = stock["sequential"], stock["hundreds"]
@@ -406,6 +407,27 @@ async def peer_figures(measured: dict[str, float], floor: float) -> None:
         ratio = measured[f"100 sequential {carrier}"] / floor
         row(f"{carrier}: 100 sequential calls / floor", f"{ratio:8.2f} x",
             "(goal for comms: <= 1.8 x)" if carrier == "comm" else "")
+
+    version = monty_version()
+    if version is None:
+        print(f"pydantic-monty: not installed, not measured (install it: {MONTY_INSTALL})")
+        return
+    print(f"pydantic-monty {version} (AsyncMonty, one warm worker reused across checkouts; "
+          "an async echo)")
+    monty = await monty_figures(n * 4)
+    warm, hundreds = monty["warm"], monty["hundreds"]
+    row("monty warm run: checkout + one external call", ms(statistics.median(warm)),
+        f"p90 {ms(p(warm, 0.9)).strip()}")
+    row("monty: 100 sequential external calls", ms(statistics.median(hundreds)),
+        f"{statistics.median(hundreds) / 100 * 1000:.3f} ms a call")
+    mode = list(modes())[-1]  # confined where it works: the default
+    for carrier in ("comm", "socket"):
+        ours = measured[f"warm {carrier} {mode}"]
+        row(f"our warm run_code ({carrier}, {mode}) / monty's",
+            f"{ours / statistics.median(warm):8.1f} x", f"ours {ms(ours).strip()}")
+        ours = measured[f"100 sequential {carrier}"]
+        row(f"our 100 sequential calls ({carrier}) / monty's",
+            f"{ours / statistics.median(hundreds):8.1f} x")
 
 
 async def main(quick: bool, gateway: bool = False) -> None:
@@ -493,7 +515,7 @@ async def main(quick: bool, gateway: bool = False) -> None:
         row(f"{carrier}: 100 sequential calls in one program", ms(statistics.median(hundreds)))
         measured[f"round trip {carrier}"] = statistics.median(seq)
         measured[f"100 sequential {carrier}"] = statistics.median(hundreds)
-    await peer_figures(measured, floor)
+    await peer_figures(n, measured, floor)
 
     print("Throughput and memory")
     for mode, sandbox in modes().items():

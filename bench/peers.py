@@ -10,12 +10,22 @@
   from iopub with a comm_msg on the shell channel echoing the data (``AsyncKernelClient``,
   its ``Session``). This is what a comm costs before any of our work, on the same machine
   at the same moment.
+- pydantic-monty (pydantic-ai's sandbox, a Rust interpreter of a Python subset), when
+  installed (``pip install -e '.[bench]'``): ``AsyncMonty``'s pool of one warm worker, a
+  checkout and ``feed_run`` of a program that makes one external call
+  (``await echo({"x": 1})``, ``echo`` an async host function as our bindings are), and 100
+  sequential external calls in one program timed by the program itself. Its worker is one
+  process reused across checkouts (its state reset per checkout), where our warm run takes
+  a fresh kernel per run.
 """
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import tempfile
+import time
+from typing import Any
 
 from jupyter_client.asynchronous.client import AsyncKernelClient
 from jupyter_client.manager import AsyncKernelManager
@@ -96,3 +106,51 @@ async def _answer_comms(client: AsyncKernelClient, msg_id: str) -> str:
                                f"{content['evalue']}")
         elif kind == "status" and content["execution_state"] == "idle":
             return "".join(printed)
+
+
+MONTY_INSTALL = "pip install -e '.[bench]'"
+MONTY_WARM = 'await echo({"x": 1})'
+MONTY_HUNDREDS = """\
+import time
+started = time.perf_counter()
+for i in range(100):
+    await echo({"i": i})
+time.perf_counter() - started
+"""
+
+
+def monty_version() -> str | None:
+    """pydantic-monty's version, or None when it is not installed."""
+    if importlib.util.find_spec("pydantic_monty") is None:
+        return None
+    import pydantic_monty
+
+    return str(pydantic_monty.__version__)
+
+
+async def echo(args: Any) -> Any:
+    return args
+
+
+async def monty_figures(samples: int) -> dict[str, list[float]]:
+    """pydantic-monty, warm: ``warm`` (checkout + ``feed_run`` of one external call, timed
+    on the host) and ``hundreds`` (100 sequential external calls, timed in the program),
+    in seconds."""
+    from pydantic_monty import AsyncMonty
+
+    warm: list[float] = []
+    hundreds: list[float] = []
+    async with AsyncMonty(min_processes=1, max_processes=1) as pool:
+        for sample in range(samples + 1):
+            started = time.perf_counter()
+            async with pool.checkout() as session:
+                value = await session.feed_run(MONTY_WARM, external_lookup={"echo": echo})
+            elapsed = time.perf_counter() - started
+            assert value == {"x": 1}, value
+            if sample:  # the first waits for the worker to start
+                warm.append(elapsed)
+        for _ in range(5):
+            async with pool.checkout() as session:
+                took = await session.feed_run(MONTY_HUNDREDS, external_lookup={"echo": echo})
+            hundreds.append(float(took))
+    return {"warm": warm, "hundreds": hundreds}
