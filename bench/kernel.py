@@ -238,6 +238,19 @@ async def carrier_figures(carrier: str) -> dict[str, list[float]]:
     return figures
 
 
+async def round_trips(rounds: int) -> dict[str, dict[str, list[float]]]:
+    """Our carriers' round trips and a stock ipykernel comm's (bench/peers.py), measured in
+    alternation so that load on the machine falls on all of them alike."""
+    found: dict[str, dict[str, list[float]]] = {"comm": {}, "socket": {}, "stock comm": {}}
+    for _ in range(rounds):
+        for name, samples in found.items():
+            figures = (await stock_comm_figures() if name == "stock comm"
+                       else await carrier_figures(name))
+            for key, values in figures.items():
+                samples.setdefault(key, []).extend(values)
+    return found
+
+
 async def throughput(runs: int, concurrency: int, sandbox: SandboxConfig | None) -> float:
     config = KernelRuntimeConfig(pool_size=concurrency, sandbox=sandbox)
     async with KernelRuntime(config) as runtime:
@@ -388,11 +401,10 @@ def goals(measured: dict[str, float], floor: float) -> None:
          "2 at once" if rate else "confinement unavailable", at_least=True)
 
 
-async def peer_figures(n: int, measured: dict[str, float], floor: float) -> None:
-    """The stock comm's round trip beside our carriers', and pydantic-monty's warm run
-    beside ours (bench/peers.py)."""
+def stock_comm_rows(stock: dict[str, list[float]], measured: dict[str, float],
+                    floor: float) -> None:
+    """The stock comm's round trip, and our carriers' beside it."""
     print("Stock ipykernel comm, same run (a plain python3 kernel, timed inside its cell)")
-    stock = await stock_comm_figures()
     seq, hundreds = stock["sequential"], stock["hundreds"]
     measured["round trip stock comm"] = statistics.median(seq)
     row("stock ipykernel comm: sequential p50 / p90",
@@ -408,6 +420,9 @@ async def peer_figures(n: int, measured: dict[str, float], floor: float) -> None
         row(f"{carrier}: 100 sequential calls / floor", f"{ratio:8.2f} x",
             "(goal for comms: <= 1.8 x)" if carrier == "comm" else "")
 
+
+async def monty_rows(n: int, measured: dict[str, float]) -> None:
+    """pydantic-monty's warm run and calls (bench/peers.py), and ours beside them."""
     version = monty_version()
     if version is None:
         print(f"pydantic-monty: not installed, not measured (install it: {MONTY_INSTALL})")
@@ -503,9 +518,12 @@ async def main(quick: bool, gateway: bool = False) -> None:
         row(f"stateful session: next run (kept kernel), {mode}", ms(statistics.median(kept)),
             f"p90 {ms(p(kept, 0.9)).strip()}; its first run {ms(first[0]).strip()}")
 
-    print("Binding round trip (measured inside the program)")
+    rounds = 2 if quick else 3
+    print(f"Binding round trip (measured inside the program; {rounds} kernels each, in "
+          "alternation with the stock comm's)")
+    found = await round_trips(rounds)
     for carrier in ("comm", "socket"):
-        figures = await carrier_figures(carrier)
+        figures = found[carrier]
         seq, gathers, hundreds = figures["sequential"], figures["gathers"], figures["hundreds"]
         row(f"{carrier}: sequential p50 / p90",
             f"{statistics.median(seq) * 1000:.3f} / {p(seq, 0.9) * 1000:.3f} ms",
@@ -515,7 +533,8 @@ async def main(quick: bool, gateway: bool = False) -> None:
         row(f"{carrier}: 100 sequential calls in one program", ms(statistics.median(hundreds)))
         measured[f"round trip {carrier}"] = statistics.median(seq)
         measured[f"100 sequential {carrier}"] = statistics.median(hundreds)
-    await peer_figures(n, measured, floor)
+    stock_comm_rows(found["stock comm"], measured, floor)
+    await monty_rows(n, measured)
 
     print("Throughput and memory")
     for mode, sandbox in modes().items():
