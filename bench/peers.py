@@ -99,7 +99,7 @@ async def _answer_comms(client: AsyncKernelClient, msg_id: str) -> str:
                 "comm_msg", {"comm_id": comm_id, "data": content["data"]}))
         elif message["parent_header"].get("msg_id") != msg_id:
             continue  # the status messages of each comm_msg the kernel handled
-        elif kind == "stream":
+        elif kind == "stream" and content["name"] == "stdout":
             printed.append(content["text"])
         elif kind == "error":
             raise RuntimeError(f"the stock kernel's cell failed: {content['ename']}: "
