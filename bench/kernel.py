@@ -10,7 +10,9 @@ Run from the repository root::
                                         # (bench/breakdown.py)
 
 Every figure is a median over the samples (p90 where shown). The machine is
-shared and noisy: compare figures from the same run, not across runs.
+shared and noisy: compare figures from the same run, not across runs. The same run measures
+a stock ipykernel comm's round trip beside ours and, when it is installed, pydantic-monty
+(bench/peers.py), and ends with issue [3/5]'s goals, each with its figure from this run.
 """
 
 from __future__ import annotations
@@ -30,6 +32,8 @@ import psutil  # type: ignore[import-untyped]
 import zmq.asyncio
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from peers import MONTY_INSTALL, monty_figures, monty_version, stock_comm_figures
 
 from dsh_jupyter.abort import AbortSignal
 from dsh_jupyter.json_value import JsonValue
@@ -234,6 +238,19 @@ async def carrier_figures(carrier: str) -> dict[str, list[float]]:
     return figures
 
 
+async def round_trips(rounds: int) -> dict[str, dict[str, list[float]]]:
+    """Our carriers' round trips and a stock ipykernel comm's (bench/peers.py), measured in
+    alternation so that load on the machine falls on all of them alike."""
+    found: dict[str, dict[str, list[float]]] = {"comm": {}, "socket": {}, "stock comm": {}}
+    for _ in range(rounds):
+        for name, samples in found.items():
+            figures = (await stock_comm_figures() if name == "stock comm"
+                       else await carrier_figures(name))
+            for key, values in figures.items():
+                samples.setdefault(key, []).extend(values)
+    return found
+
+
 async def throughput(runs: int, concurrency: int, sandbox: SandboxConfig | None) -> float:
     config = KernelRuntimeConfig(pool_size=concurrency, sandbox=sandbox)
     async with KernelRuntime(config) as runtime:
@@ -352,6 +369,82 @@ async def gateway_figures(n: int) -> None:
             await asyncio.to_thread(local.stop)
 
 
+def goal(label: str, measured: float | None, limit: float, unit: str, detail: str,
+         at_least: bool = False) -> None:
+    """One of issue [3/5]'s goals: its figure from this run, the goal, met or not."""
+    sign = ">=" if at_least else "<="
+    if measured is None:
+        row(label, "not measured", f"goal {sign} {limit} {unit}; {detail}")
+        return
+    met = measured >= limit if at_least else measured <= limit
+    row(label, f"{measured:8.2f} {unit}",
+        f"{'met' if met else 'NOT met'}: goal {sign} {limit} {unit}; {detail}")
+
+
+def goals(measured: dict[str, float], floor: float) -> None:
+    print(f"Goals (issue [3/5]), figures from this run (floor: python -c pass, "
+          f"{ms(floor).strip()})")
+    warm = measured.get("warm comm confined")
+    goal("warm run_code, one tool call, confined, comm", warm and warm / floor, 0.15,
+         "x floor", f"{ms(warm).strip()}" if warm else "confinement unavailable")
+    ours, stock = measured.get("round trip comm"), measured.get("round trip stock comm")
+    goal("binding round trip over comms / stock comm", ours and stock and ours / stock, 0.5,
+         "x", f"{ours * 1000:.3f} / {stock * 1000:.3f} ms" if ours and stock else "")
+    hundred = measured["100 sequential comm"]
+    goal("100 sequential calls in one program, comm", hundred / floor, 1.8, "x floor",
+         ms(hundred).strip())
+    cold = measured.get("cold fork confined")
+    goal("cold confined kernel, fork server", cold and cold / floor, 1.5, "x floor",
+         f"{ms(cold).strip()}" if cold else "confinement unavailable")
+    rate = measured.get("runs/s pool 2 confined")
+    goal("fresh-kernel runs/s, pool 2, confined", rate, 80, "/s",
+         "2 at once" if rate else "confinement unavailable", at_least=True)
+
+
+def stock_comm_rows(stock: dict[str, list[float]], measured: dict[str, float],
+                    floor: float) -> None:
+    """The stock comm's round trip, and our carriers' beside it."""
+    print("Stock ipykernel comm, same run (a plain python3 kernel, timed inside its cell)")
+    seq, hundreds = stock["sequential"], stock["hundreds"]
+    measured["round trip stock comm"] = statistics.median(seq)
+    row("stock ipykernel comm: sequential p50 / p90",
+        f"{statistics.median(seq) * 1000:.3f} / {p(seq, 0.9) * 1000:.3f} ms",
+        f"{1 / statistics.median(seq):,.0f} calls/s")
+    row("stock ipykernel comm: 100 sequential calls", ms(statistics.median(hundreds)),
+        f"{statistics.median(hundreds) / floor:5.2f} x floor")
+    for carrier in ("comm", "socket"):
+        ratio = measured[f"round trip {carrier}"] / measured["round trip stock comm"]
+        row(f"{carrier} round trip p50 / stock comm's", f"{ratio:8.2f} x",
+            "(goal for comms: <= 0.5 x)" if carrier == "comm" else "")
+        ratio = measured[f"100 sequential {carrier}"] / floor
+        row(f"{carrier}: 100 sequential calls / floor", f"{ratio:8.2f} x",
+            "(goal for comms: <= 1.8 x)" if carrier == "comm" else "")
+
+
+async def monty_rows(n: int, measured: dict[str, float]) -> None:
+    """pydantic-monty's warm run and calls (bench/peers.py), and ours beside them."""
+    version = monty_version()
+    if version is None:
+        print(f"pydantic-monty: not installed, not measured (install it: {MONTY_INSTALL})")
+        return
+    print(f"pydantic-monty {version} (AsyncMonty, one warm worker reused across checkouts; "
+          "an async echo)")
+    monty = await monty_figures(n * 4)
+    warm, hundreds = monty["warm"], monty["hundreds"]
+    row("monty warm run: checkout + one external call", ms(statistics.median(warm)),
+        f"p90 {ms(p(warm, 0.9)).strip()}")
+    row("monty: 100 sequential external calls", ms(statistics.median(hundreds)),
+        f"{statistics.median(hundreds) / 100 * 1000:.3f} ms a call")
+    mode = list(modes())[-1]  # confined where it works: the default
+    for carrier in ("comm", "socket"):
+        ours = measured[f"warm {carrier} {mode}"]
+        row(f"our warm run_code ({carrier}, {mode}) / monty's",
+            f"{ours / statistics.median(warm):8.1f} x", f"ours {ms(ours).strip()}")
+        ours = measured[f"100 sequential {carrier}"]
+        row(f"our 100 sequential calls ({carrier}) / monty's",
+            f"{ours / statistics.median(hundreds):8.1f} x")
+
+
 async def main(quick: bool, gateway: bool = False) -> None:
     n = 5 if quick else 15
     print(f"dsh-jupyter kernel runtime benchmark ({'quick' if quick else 'full'}: n={n})")
@@ -360,7 +453,10 @@ async def main(quick: bool, gateway: bool = False) -> None:
           f"{', '.join(f'{x:.2f}' for x in psutil.getloadavg())}\n")
 
     print("Floor")
-    row("python -c pass", ms(python_floor(n)))
+    floor = python_floor(n * 3)
+    row("python -c pass", ms(floor))
+    # medians (seconds, or runs/s) that the peers' comparisons and the goals read
+    measured: dict[str, float] = {}
 
     problem = confinement_problem()
     print("Cold fresh kernel: start -> ready (kernel_info + iopub)"
@@ -368,6 +464,8 @@ async def main(quick: bool, gateway: bool = False) -> None:
     ready = await cold_ready(n * 2)
     for name, times in ready.items():
         row(name, ms(statistics.median(times)), f"p90 {ms(p(times, 0.9)).strip()}")
+    if "fork server, confined" in ready:
+        measured["cold fork confined"] = statistics.median(ready["fork server, confined"])
     for launcher in ("fork server", "stock"):
         if f"{launcher}, confined" in ready:
             ratio = (statistics.median(ready[f"{launcher}, confined"])
@@ -378,10 +476,10 @@ async def main(quick: bool, gateway: bool = False) -> None:
     if not problem:
         print("What each wall costs: cold confined fork start, walls added one by one")
         costs = await walls_cost(n)
-        floor = statistics.median(costs["unconfined"])
+        unconfined = statistics.median(costs["unconfined"])
         for name, times in costs.items():
             row(name, ms(statistics.median(times)),
-                f"{statistics.median(times) / floor:5.2f} x unconfined")
+                f"{statistics.median(times) / unconfined:5.2f} x unconfined")
 
     print("run_code end to end: trivial program, one tool call")
     program = "return await tools.echo({'x': 1})"
@@ -407,6 +505,7 @@ async def main(quick: bool, gateway: bool = False) -> None:
                 warm = await timed_runs(runtime, program, n * 2, settle)
             row(f"warm pool ({carrier}), {mode}", ms(statistics.median(warm)),
                 f"p90 {ms(p(warm, 0.9)).strip()}")
+            measured[f"warm {carrier} {mode}"] = statistics.median(warm)
 
     for mode, sandbox in modes().items():
         # A stateful session's later runs reuse its kept kernel (no start, no injection).
@@ -419,9 +518,12 @@ async def main(quick: bool, gateway: bool = False) -> None:
         row(f"stateful session: next run (kept kernel), {mode}", ms(statistics.median(kept)),
             f"p90 {ms(p(kept, 0.9)).strip()}; its first run {ms(first[0]).strip()}")
 
-    print("Binding round trip (measured inside the program)")
+    rounds = 2 if quick else 3
+    print(f"Binding round trip (measured inside the program; {rounds} kernels each, in "
+          "alternation with the stock comm's)")
+    found = await round_trips(rounds)
     for carrier in ("comm", "socket"):
-        figures = await carrier_figures(carrier)
+        figures = found[carrier]
         seq, gathers, hundreds = figures["sequential"], figures["gathers"], figures["hundreds"]
         row(f"{carrier}: sequential p50 / p90",
             f"{statistics.median(seq) * 1000:.3f} / {p(seq, 0.9) * 1000:.3f} ms",
@@ -429,12 +531,17 @@ async def main(quick: bool, gateway: bool = False) -> None:
         row(f"{carrier}: gather of 10 p50 / p90",
             f"{statistics.median(gathers) * 1000:.2f} / {p(gathers, 0.9) * 1000:.2f} ms")
         row(f"{carrier}: 100 sequential calls in one program", ms(statistics.median(hundreds)))
+        measured[f"round trip {carrier}"] = statistics.median(seq)
+        measured[f"100 sequential {carrier}"] = statistics.median(hundreds)
+    stock_comm_rows(found["stock comm"], measured, floor)
+    await monty_rows(n, measured)
 
     print("Throughput and memory")
     for mode, sandbox in modes().items():
         for concurrency in (2, 4):
             rate = await throughput(n * 4, concurrency, sandbox)
             row(f"runs/s, pool {concurrency}, {concurrency} at once, {mode}", f"{rate:8.1f} /s")
+            measured[f"runs/s pool {concurrency} {mode}"] = rate
     for mode, sandbox in modes().items():
         uss, server_uss = await pooled_uss(sandbox)
         row(f"USS of one idle pooled kernel, {mode}", f"{uss:8.1f} MiB",
@@ -442,6 +549,7 @@ async def main(quick: bool, gateway: bool = False) -> None:
 
     if gateway:
         await gateway_figures(n)
+    goals(measured, floor)
 
 
 if __name__ == "__main__":
