@@ -388,3 +388,14 @@ async def test_a_kill_lands_without_waiting_for_the_fork_server(
     assert not alive, f"still running after kill: {alive}"
     held.set()
     await kernel.wait_gone()
+
+
+@pytest.mark.parametrize("launcher", ["fork", "stock"])
+async def test_kernels_get_the_options_every_local_kernel_gets(
+        make_runtime: RuntimeFactory, launcher: str) -> None:
+    """KERNEL_ARGS hold on both launchers: a forked kernel gets them as a traitlets Config
+    (no command-line parsing in its start), a stock one on its command line."""
+    runtime = await make_runtime(launcher=launcher)
+    result = await run(runtime, "app = get_ipython().kernel.parent\n"
+                       "return [get_ipython().history_manager.enabled, app.quiet]")
+    assert (result.failure, result.value) == (None, [False, True])

@@ -64,6 +64,29 @@ PRELOAD = (
 )
 
 
+def kernel_config(argv: list[str]) -> Any:
+    """The traitlets ``Config`` that ``argv`` stands for when it holds only ``-f FILE`` and
+    ``--Class.trait=value`` options (values resolved as the command line's are, by each
+    trait, when the app loads them); ``None`` for anything else."""
+    from traitlets.config import Config
+    from traitlets.config.loader import DeferredConfigString
+
+    config = Config()
+    rest = list(argv)
+    while rest:
+        option = rest.pop(0)
+        if option == "-f" and rest:
+            config.IPKernelApp.connection_file = rest.pop(0)
+            continue
+        name, equals, value = option.removeprefix("--").partition("=")
+        owner, dot, trait = name.partition(".")
+        if not (option.startswith("--") and equals and dot and owner.isidentifier()
+                and trait.isidentifier()):
+            return None
+        config[owner][trait] = DeferredConfigString(value)
+    return config
+
+
 def _load_child(path: str) -> types.ModuleType:
     """``_child.py``, the steps every launcher's child takes (bootstraps its ``load``)."""
     spec = importlib.util.spec_from_file_location("_dsh_jupyter_child", path)
@@ -202,8 +225,18 @@ class Server:
         sys.argv = ["ipykernel_launcher", *argv]
         from ipykernel.kernelapp import IPKernelApp
 
-        app = IPKernelApp.instance()
-        app.initialize(argv)  # type: ignore[no-untyped-call]
+        config = kernel_config(argv)
+        if config is None:
+            app = IPKernelApp.instance()
+            app.initialize(argv)  # type: ignore[no-untyped-call]
+        else:
+            # The same settings as a Config: traitlets' command-line parser (an argparse
+            # parser over every configurable class, 2-3 ms of each start) has nothing to
+            # do, nor has the search for config files in the kernel's fresh HOME.
+            app = IPKernelApp.instance(config=config)
+            app.parse_command_line = lambda argv=None: None  # type: ignore[method-assign]
+            app.load_config_file = lambda *args, **kwargs: None  # type: ignore[method-assign]
+            app.initialize([])  # type: ignore[no-untyped-call]
         os.close(connection)
         app.start()  # type: ignore[no-untyped-call]
         os._exit(0)
