@@ -4,6 +4,7 @@ command-line parser in each start): ``_forkserver.kernel_config``."""
 from __future__ import annotations
 
 import importlib.util
+import types
 
 from traitlets.config.loader import DeferredConfigString
 
@@ -11,7 +12,7 @@ from dsh_jupyter.kernel.launch import forkserver
 from dsh_jupyter.kernel.launch.base import KERNEL_ARGS
 
 
-def _server_module():  # type: ignore[no-untyped-def]
+def _server_module() -> types.ModuleType:
     spec = importlib.util.spec_from_file_location("_forkserver_under_test",
                                                   forkserver.SERVER_SCRIPT)
     assert spec is not None and spec.loader is not None
