@@ -18,6 +18,9 @@ used inside the pipeline to carry a code to the failure it becomes::
     ├── CodeModeError             CODE_MODE_UNAVAILABLE  code mode without a usable runtime
     ├── CodeRunFailedError        CODE_RUN_FAILED        a run_code program failed
     ├── McpConnectError           MCP_CONNECT_FAILED     an MCP server could not be reached
+    ├── JournalError              JOURNAL_UNREADABLE     a run journal (docs/approvals-durable.md)
+    │                             JOURNAL_UNKNOWN_RUN    cannot be opened, has no such run, or
+    │                             JOURNAL_ANSWERED       its approval was answered already
     ├── ModelConfigError          MODEL_CONFIG           missing or invalid model adapter settings
     └── ModelError                MODEL_ERROR            a model request failed
         ├── ModelHTTPError        MODEL_HTTP_ERROR       non-retryable status, or retries exhausted
@@ -44,6 +47,7 @@ __all__ = [
     "DshWarning",
     "HookError",
     "InvalidToolOutputError",
+    "JournalError",
     "McpConnectError",
     "ModelConfigError",
     "ModelError",
@@ -196,3 +200,11 @@ class McpConnectError(DshError):
     """The MCP server could not be reached, did not answer, or has gone away."""
 
     default_code = "MCP_CONNECT_FAILED"
+
+
+class JournalError(DshError):
+    """A run journal (:mod:`dsh_jupyter.durable`) cannot be used: the file is unreadable or
+    not a journal (``JOURNAL_UNREADABLE``), it has no such run (``JOURNAL_UNKNOWN_RUN``), or
+    the approval was answered already (``JOURNAL_ANSWERED``). One line, naming the path."""
+
+    default_code = "JOURNAL_UNREADABLE"
