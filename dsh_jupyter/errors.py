@@ -19,8 +19,9 @@ used inside the pipeline to carry a code to the failure it becomes::
     ├── CodeRunFailedError        CODE_RUN_FAILED        a run_code program failed
     ├── McpConnectError           MCP_CONNECT_FAILED     an MCP server could not be reached
     ├── JournalError              JOURNAL_UNREADABLE     a run journal (docs/approvals-durable.md)
-    │                             JOURNAL_UNKNOWN_RUN    cannot be opened, has no such run, or
-    │                             JOURNAL_ANSWERED       its approval was answered already
+    │                             JOURNAL_UNKNOWN_RUN    cannot be opened, has no such run, its
+    │                             JOURNAL_ANSWERED       approval was answered already, or the
+    │                             JOURNAL_NOT_RESUMABLE  run has no answered approval to resume
     ├── ModelConfigError          MODEL_CONFIG           missing or invalid model adapter settings
     └── ModelError                MODEL_ERROR            a model request failed
         ├── ModelHTTPError        MODEL_HTTP_ERROR       non-retryable status, or retries exhausted
@@ -205,6 +206,7 @@ class McpConnectError(DshError):
 class JournalError(DshError):
     """A run journal (:mod:`dsh_jupyter.durable`) cannot be used: the file is unreadable or
     not a journal (``JOURNAL_UNREADABLE``), it has no such run (``JOURNAL_UNKNOWN_RUN``), or
-    the approval was answered already (``JOURNAL_ANSWERED``). One line, naming the path."""
+    the approval was answered already (``JOURNAL_ANSWERED``), or the run cannot be resumed
+    (``JOURNAL_NOT_RESUMABLE``: it ended, or its approval is not answered). One line."""
 
     default_code = "JOURNAL_UNREADABLE"
