@@ -123,7 +123,7 @@ class SqliteJournalStore:
         def write(db: sqlite3.Connection) -> None:
             if db.execute("SELECT 1 FROM runs WHERE run_id = ?", (run.run_id,)).fetchone():
                 raise self._error(f"has a run {run.run_id} already: give each run a new id",
-                                  "JOURNAL_UNREADABLE")
+                                  "JOURNAL_CONFLICT")
             now = time.time()
             db.execute("INSERT INTO runs (run_id, program, tools_fingerprint, call_id, scope,"
                        " host, status, created, updated) VALUES (?, ?, ?, ?, ?, ?, 'running',"
@@ -157,7 +157,7 @@ class SqliteJournalStore:
             status = self._require_run(db, run_id)
             if status != "running":
                 raise self._error(f"cannot open an approval in run {run_id}: it is {status}, "
-                                  "not running", "JOURNAL_ANSWERED")
+                                  "not running", "JOURNAL_CONFLICT")
             self._require_call(db, run_id, position)
             db.execute("INSERT INTO approvals (run_id, position, reason, asked)"
                        " VALUES (?, ?, ?, ?)", (run_id, position, reason, time.time()))
@@ -300,7 +300,7 @@ class SqliteJournalStore:
         if "locked" in text or "busy" in text:
             return self._error(f"stayed locked by another writer for {self._busy_timeout} s "
                                f"({text}): retry, or stop the process holding it",
-                               "JOURNAL_UNREADABLE")
+                               "JOURNAL_BUSY")
         if "unable to open" in text:
             return self._error(f"cannot be opened ({text}): check that its folder exists and "
                                "is writable", "JOURNAL_UNREADABLE")
@@ -328,7 +328,7 @@ class SqliteJournalStore:
         if now not in from_states:
             # Starting a started call again is the double call the journal exists to stop.
             raise self._error(f"has call {position} of run {run_id} {now} already, it cannot "
-                              f"become {state}", "JOURNAL_ANSWERED")
+                              f"become {state}", "JOURNAL_CONFLICT")
         db.execute(f"UPDATE calls SET state = ?, {columns} WHERE run_id = ? AND position = ?",
                    (state, *values, run_id, position))
         self._touch(db, run_id)

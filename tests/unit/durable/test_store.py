@@ -120,7 +120,7 @@ async def test_the_state_machine_refuses_a_second_start_or_answer(tmp_path: Path
         await store.mark_started("run-1", 1)
         with pytest.raises(JournalError, match=r"call 1 of run run-1 started already") as twice:
             await store.mark_started("run-1", 1)  # the double call the journal stops
-        assert twice.value.code == "JOURNAL_ANSWERED"
+        assert twice.value.code == "JOURNAL_CONFLICT"
         await store.record_call_result("run-1", 1, CallOutcome(value=1))
         with pytest.raises(JournalError, match="done already"):
             await store.record_call_result("run-1", 1, CallOutcome(value=2))
@@ -133,8 +133,9 @@ async def test_the_state_machine_refuses_a_second_start_or_answer(tmp_path: Path
         assert unknown.value.code == "JOURNAL_UNKNOWN_RUN"
         with pytest.raises(JournalError, match="has no call 7 in run run-1"):
             await store.mark_started("run-1", 7)
-        with pytest.raises(JournalError, match="has a run run-1 already"):
+        with pytest.raises(JournalError, match="has a run run-1 already") as duplicate:
             await store.record_run(a_run())
+        assert duplicate.value.code == "JOURNAL_CONFLICT"
         # A refused write leaves nothing behind (its transaction is rolled back).
         loaded = await store.load_run("run-1")
         assert loaded is not None and loaded.calls[0].outcome == CallOutcome(value=1)
@@ -147,8 +148,9 @@ async def test_a_failed_write_is_rolled_back_whole(tmp_path: Path) -> None:
         await store.mark_pending("run-1", 1, "first")
         await store.record_call("run-1", 2, "rm", {})
         # A second approval while one is open: refused, and the run stays as it was.
-        with pytest.raises(JournalError, match="it is waiting, not running"):
+        with pytest.raises(JournalError, match="it is waiting, not running") as second:
             await store.mark_pending("run-1", 2, "second")
+        assert second.value.code == "JOURNAL_CONFLICT"
         loaded = await store.load_run("run-1")
         assert loaded is not None
         assert [a.reason for a in loaded.approvals] == ["first"]
@@ -215,3 +217,24 @@ async def test_nothing_touches_the_file_before_it_is_opened(tmp_path: Path) -> N
         with sqlite3.connect(path) as db:
             assert db.execute("PRAGMA journal_mode").fetchone() == ("wal",)
         db.close()
+
+
+async def test_a_file_locked_by_another_writer_too_long_is_one_clear_line(
+        tmp_path: Path) -> None:
+    path = tmp_path / "journal.sqlite"
+    async with SqliteJournalStore(path, busy_timeout=0.2) as store:
+        await store.record_run(a_run())
+        holder = sqlite3.connect(path, isolation_level=None)
+        holder.execute("BEGIN IMMEDIATE")  # another process, mid-write, for ever
+        try:
+            with pytest.raises(JournalError) as busy:
+                await store.record_call("run-1", 1, "rm", {})
+            assert str(busy.value) == (
+                f"the journal {path} stayed locked by another writer for 0.2 s (database is "
+                "locked): retry, or stop the process holding it")
+            assert busy.value.code == "JOURNAL_BUSY"
+            assert await store.list_pending() == ()  # reads go on under WAL
+        finally:
+            holder.execute("ROLLBACK")
+            holder.close()
+        await store.record_call("run-1", 1, "rm", {})  # and writes once it lets go
