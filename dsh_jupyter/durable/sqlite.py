@@ -135,6 +135,10 @@ class SqliteJournalStore:
                           arguments: JsonObject) -> None:
         def write(db: sqlite3.Connection) -> None:
             self._require_run(db, run_id)
+            if db.execute("SELECT 1 FROM calls WHERE run_id = ? AND position = ?",
+                          (run_id, position)).fetchone():
+                raise self._error(f"has call {position} of run {run_id} already",
+                                  "JOURNAL_CONFLICT")
             db.execute("INSERT INTO calls (run_id, position, tool, arguments, state)"
                        " VALUES (?, ?, ?, ?, 'issued')", (run_id, position, tool,
                                                           _dump(arguments)))
@@ -259,7 +263,7 @@ class SqliteJournalStore:
                                       f"or {_MOVE_AWAY}", "JOURNAL_UNREADABLE")
             db.execute("COMMIT")
         except BaseException:
-            db.execute("ROLLBACK")
+            _roll_back(db)
             raise
 
     def _close(self, db: sqlite3.Connection) -> None:
@@ -278,7 +282,7 @@ class SqliteJournalStore:
             try:
                 value = operation(db)
             except BaseException:
-                db.execute("ROLLBACK")
+                _roll_back(db)
                 raise
             db.execute("COMMIT")
             return value
@@ -297,6 +301,8 @@ class SqliteJournalStore:
 
     def _unreadable(self, exc: sqlite3.Error) -> JournalError:
         text = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        if isinstance(exc, sqlite3.IntegrityError):
+            return self._error(f"refuses the write ({text})", "JOURNAL_CONFLICT")
         if "locked" in text or "busy" in text:
             return self._error(f"stayed locked by another writer for {self._busy_timeout} s "
                                f"({text}): retry, or stop the process holding it",
@@ -365,6 +371,13 @@ class SqliteJournalStore:
         return JournaledRun(run=run, status=row[7], updated=row[8], calls=calls,
                             approvals=approvals,
                             result=None if row[9] is None else json.loads(row[9]))
+
+
+def _roll_back(db: sqlite3.Connection) -> None:
+    # SQLite may have rolled back already (an I/O error, a full disk): then there is
+    # nothing to undo, and trying would hide the error that got us here.
+    if db.in_transaction:
+        db.execute("ROLLBACK")
 
 
 def _dump(value: JsonValue) -> str:

@@ -131,6 +131,9 @@ async def test_the_state_machine_refuses_a_second_start_or_answer(tmp_path: Path
                            ) as unknown:
             await store.resolve("nope", Approval(approved=True))
         assert unknown.value.code == "JOURNAL_UNKNOWN_RUN"
+        with pytest.raises(JournalError, match="has call 1 of run run-1 already") as again:
+            await store.record_call("run-1", 1, "ls", {})
+        assert again.value.code == "JOURNAL_CONFLICT"
         with pytest.raises(JournalError, match="has no call 7 in run run-1"):
             await store.mark_started("run-1", 7)
         with pytest.raises(JournalError, match="has a run run-1 already") as duplicate:
