@@ -18,6 +18,12 @@ used inside the pipeline to carry a code to the failure it becomes::
     ├── CodeModeError             CODE_MODE_UNAVAILABLE  code mode without a usable runtime
     ├── CodeRunFailedError        CODE_RUN_FAILED        a run_code program failed
     ├── McpConnectError           MCP_CONNECT_FAILED     an MCP server could not be reached
+    ├── JournalError              JOURNAL_UNREADABLE     a run journal (docs/approvals-durable.md)
+    │                             JOURNAL_BUSY           cannot be opened or stays locked, has
+    │                             JOURNAL_UNKNOWN_RUN    no such run, its approval was answered
+    │                             JOURNAL_ANSWERED       already, refuses a write its run's state
+    │                             JOURNAL_CONFLICT       forbids (a second start), or the run
+    │                             JOURNAL_NOT_RESUMABLE  has no answered approval to resume
     ├── ModelConfigError          MODEL_CONFIG           missing or invalid model adapter settings
     └── ModelError                MODEL_ERROR            a model request failed
         ├── ModelHTTPError        MODEL_HTTP_ERROR       non-retryable status, or retries exhausted
@@ -44,6 +50,7 @@ __all__ = [
     "DshWarning",
     "HookError",
     "InvalidToolOutputError",
+    "JournalError",
     "McpConnectError",
     "ModelConfigError",
     "ModelError",
@@ -196,3 +203,15 @@ class McpConnectError(DshError):
     """The MCP server could not be reached, did not answer, or has gone away."""
 
     default_code = "MCP_CONNECT_FAILED"
+
+
+class JournalError(DshError):
+    """A run journal (:mod:`dsh_jupyter.durable`) cannot be used: the file is unreadable or
+    not a journal (``JOURNAL_UNREADABLE``) or stays locked by another writer
+    (``JOURNAL_BUSY``), it has no such run (``JOURNAL_UNKNOWN_RUN``), the approval was
+    answered already (``JOURNAL_ANSWERED``), the run's state forbids the write (a call
+    started twice, a second open approval: ``JOURNAL_CONFLICT``), or the run cannot be
+    resumed (``JOURNAL_NOT_RESUMABLE``: it ended, or its approval is not answered). One
+    line."""
+
+    default_code = "JOURNAL_UNREADABLE"

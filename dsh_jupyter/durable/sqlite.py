@@ -1,0 +1,403 @@
+"""The default journal store: one SQLite file at a path the user chooses.
+
+::
+
+    async with SqliteJournalStore("~/runs/journal.sqlite") as journal:
+        await journal.record_run(RunRecord(run_id=..., program=..., ...))
+        pending = await journal.list_pending()
+
+Why it is safe when its process dies: every write is one transaction (``BEGIN IMMEDIATE``
+… ``COMMIT``) in WAL mode with ``synchronous=FULL``, so a process killed (SIGKILL) mid-write
+leaves the file with every committed write and none of the interrupted one, and a
+committed write survives a power cut too (the journal's promise, "never call a tool
+twice", rests on the ``started`` mark being on disk before the body runs).
+
+Threads: the API is async; each operation runs on a worker thread
+(:func:`asyncio.to_thread`) over the store's one connection, one at a time (a lock), so
+the event loop never waits on the disk. An operation whose caller is cancelled still
+finishes its transaction. Several stores, in one process or several, may open one file:
+SQLite serialises their writes (a writer waits up to ``busy_timeout`` seconds).
+
+The schema (``meta`` names the format and its version; docs/approvals-durable.md explains
+each column) is created when the file is new or empty; a file that is not a journal, or
+one written by a newer format, is refused with one line naming the path.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import sqlite3
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Literal, TypeVar, cast
+
+from ..errors import JournalError
+from ..json_value import JsonObject, JsonValue
+from ..registry.policy import Approval
+from .store import (
+    ApprovalRecord,
+    CallOutcome,
+    CallRecord,
+    CallState,
+    JournaledRun,
+    PendingApproval,
+    RunRecord,
+    RunStatus,
+)
+
+__all__ = ["FORMAT", "FORMAT_VERSION", "SqliteJournalStore"]
+
+FORMAT = "dsh-jupyter journal"
+FORMAT_VERSION = 1
+
+_SCHEMA = """
+CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE runs (
+    run_id TEXT PRIMARY KEY,
+    program TEXT NOT NULL,
+    tools_fingerprint TEXT NOT NULL,
+    call_id TEXT NOT NULL,
+    scope TEXT,
+    host TEXT NOT NULL,
+    status TEXT NOT NULL
+        CHECK (status IN ('running', 'waiting', 'decided', 'done', 'failed')),
+    created REAL NOT NULL,
+    updated REAL NOT NULL,
+    result TEXT
+);
+CREATE TABLE calls (
+    run_id TEXT NOT NULL REFERENCES runs (run_id) ON DELETE CASCADE,
+    position INTEGER NOT NULL CHECK (position >= 1),
+    tool TEXT NOT NULL,
+    arguments TEXT NOT NULL,
+    state TEXT NOT NULL CHECK (state IN ('issued', 'started', 'done')),
+    outcome TEXT,
+    started REAL,
+    ended REAL,
+    PRIMARY KEY (run_id, position)
+);
+CREATE TABLE approvals (
+    run_id TEXT NOT NULL,
+    position INTEGER NOT NULL,
+    reason TEXT,
+    asked REAL NOT NULL,
+    decision TEXT,
+    answered REAL,
+    PRIMARY KEY (run_id, position),
+    FOREIGN KEY (run_id, position) REFERENCES calls (run_id, position) ON DELETE CASCADE
+);
+CREATE INDEX runs_by_status ON runs (status, updated);
+"""
+
+_T = TypeVar("_T")
+_MOVE_AWAY = "move the file away or choose another path"
+
+
+class SqliteJournalStore:
+    """A :class:`~.store.JournalStore` in one SQLite file (see the module docstring).
+    Open it with ``async with``; nothing touches the file before."""
+
+    def __init__(self, path: str | os.PathLike[str], *, busy_timeout: float = 5.0) -> None:
+        self.path = Path(path).expanduser()
+        self._busy_timeout = busy_timeout
+        self._db: sqlite3.Connection | None = None
+        self._lock = threading.Lock()
+
+    async def __aenter__(self) -> SqliteJournalStore:
+        if self._db is not None:
+            raise RuntimeError("this SqliteJournalStore is open already")
+        self._db = await asyncio.to_thread(self._open)
+        return self
+
+    async def __aexit__(self, *_: object) -> None:
+        db, self._db = self._db, None
+        if db is not None:
+            await asyncio.to_thread(self._close, db)
+
+    # Writes ------------------------------------------------------------------------------
+    async def record_run(self, run: RunRecord) -> None:
+        def write(db: sqlite3.Connection) -> None:
+            if db.execute("SELECT 1 FROM runs WHERE run_id = ?", (run.run_id,)).fetchone():
+                raise self._error(f"has a run {run.run_id} already: give each run a new id",
+                                  "JOURNAL_CONFLICT")
+            now = time.time()
+            db.execute("INSERT INTO runs (run_id, program, tools_fingerprint, call_id, scope,"
+                       " host, status, created, updated) VALUES (?, ?, ?, ?, ?, ?, 'running',"
+                       " ?, ?)", (run.run_id, run.program, run.tools_fingerprint, run.call_id,
+                                  run.scope, run.host, run.created or now, now))
+        await self._write(write)
+
+    async def record_call(self, run_id: str, position: int, tool: str,
+                          arguments: JsonObject) -> None:
+        def write(db: sqlite3.Connection) -> None:
+            self._require_run(db, run_id)
+            if db.execute("SELECT 1 FROM calls WHERE run_id = ? AND position = ?",
+                          (run_id, position)).fetchone():
+                raise self._error(f"has call {position} of run {run_id} already",
+                                  "JOURNAL_CONFLICT")
+            db.execute("INSERT INTO calls (run_id, position, tool, arguments, state)"
+                       " VALUES (?, ?, ?, ?, 'issued')", (run_id, position, tool,
+                                                          _dump(arguments)))
+            self._touch(db, run_id)
+        await self._write(write)
+
+    async def mark_started(self, run_id: str, position: int) -> None:
+        await self._write(lambda db: self._move_call(
+            db, run_id, position, "started", ("issued",),
+            "started = ?", (time.time(),)))
+
+    async def record_call_result(self, run_id: str, position: int,
+                                 outcome: CallOutcome) -> None:
+        await self._write(lambda db: self._move_call(
+            db, run_id, position, "done", ("issued", "started"),
+            "outcome = ?, ended = ?", (_dump(outcome.to_json()), time.time())))
+
+    async def mark_pending(self, run_id: str, position: int, reason: str | None) -> None:
+        def write(db: sqlite3.Connection) -> None:
+            status = self._require_run(db, run_id)
+            if status != "running":
+                raise self._error(f"cannot open an approval in run {run_id}: it is {status}, "
+                                  "not running", "JOURNAL_CONFLICT")
+            self._require_call(db, run_id, position)
+            db.execute("INSERT INTO approvals (run_id, position, reason, asked)"
+                       " VALUES (?, ?, ?, ?)", (run_id, position, reason, time.time()))
+            self._touch(db, run_id, "waiting")
+        await self._write(write)
+
+    async def resolve(self, run_id: str, decision: Approval) -> ApprovalRecord:
+        def write(db: sqlite3.Connection) -> ApprovalRecord:
+            status = self._require_run(db, run_id)
+            row = db.execute("SELECT position, reason, asked FROM approvals WHERE run_id = ?"
+                             " AND decision IS NULL", (run_id,)).fetchone()
+            if row is None or status != "waiting":
+                raise self._error(f"run {run_id} has no approval waiting (it is {status}): "
+                                  "answered already?", "JOURNAL_ANSWERED")
+            answered = time.time()
+            db.execute("UPDATE approvals SET decision = ?, answered = ? WHERE run_id = ?"
+                       " AND position = ?", (_dump(_approval_json(decision)), answered,
+                                             run_id, row[0]))
+            self._touch(db, run_id, "decided")
+            return ApprovalRecord(position=row[0], reason=row[1], asked=row[2],
+                                  decision=decision, answered=answered)
+        return await self._write(write)
+
+    async def claim(self, run_id: str, host: str) -> bool:
+        def write(db: sqlite3.Connection) -> bool:
+            self._require_run(db, run_id)
+            moved = db.execute("UPDATE runs SET status = 'running', host = ?, updated = ?"
+                               " WHERE run_id = ? AND status = 'decided'",
+                               (host, time.time(), run_id))
+            return moved.rowcount == 1
+        return await self._write(write)
+
+    async def finish_run(self, run_id: str, status: Literal["done", "failed"],
+                         result: JsonValue = None) -> None:
+        def write(db: sqlite3.Connection) -> None:
+            self._require_run(db, run_id)
+            db.execute("UPDATE runs SET status = ?, result = ?, updated = ? WHERE run_id = ?",
+                       (status, _dump(result), time.time(), run_id))
+        await self._write(write)
+
+    # Reads -------------------------------------------------------------------------------
+    async def load_run(self, run_id: str) -> JournaledRun | None:
+        return await self._call(lambda db: self._load(db, run_id))
+
+    async def list_pending(self) -> tuple[PendingApproval, ...]:
+        def read(db: sqlite3.Connection) -> tuple[PendingApproval, ...]:
+            rows = db.execute(
+                "SELECT a.run_id, a.position, c.tool, c.arguments, a.reason, a.asked,"
+                " r.scope, r.host FROM approvals AS a"
+                " JOIN calls AS c ON c.run_id = a.run_id AND c.position = a.position"
+                " JOIN runs AS r ON r.run_id = a.run_id"
+                " WHERE a.decision IS NULL AND r.status = 'waiting'"
+                " ORDER BY a.asked, a.run_id").fetchall()
+            return tuple(PendingApproval(run_id=r[0], position=r[1], tool=r[2],
+                                         arguments=_object(r[3]), reason=r[4], asked=r[5],
+                                         scope=r[6], host=r[7]) for r in rows)
+        return await self._call(read)
+
+    # The connection ----------------------------------------------------------------------
+    def _open(self) -> sqlite3.Connection:
+        try:
+            db = sqlite3.connect(self.path, timeout=self._busy_timeout, isolation_level=None,
+                                 check_same_thread=False)
+        except sqlite3.Error as exc:
+            raise self._unreadable(exc) from None
+        try:
+            db.execute("PRAGMA journal_mode = WAL")
+            db.execute("PRAGMA synchronous = FULL")
+            db.execute("PRAGMA foreign_keys = ON")
+            self._check_or_create(db)
+        except BaseException as exc:
+            db.close()
+            if isinstance(exc, sqlite3.Error):
+                raise self._unreadable(exc) from None
+            raise
+        return db
+
+    def _check_or_create(self, db: sqlite3.Connection) -> None:
+        db.execute("BEGIN IMMEDIATE")
+        try:
+            tables = {row[0] for row in db.execute(
+                "SELECT name FROM sqlite_master WHERE type = 'table'")}
+            if not tables:
+                for statement in _SCHEMA.split(";"):
+                    if statement.strip():
+                        db.execute(statement)
+                db.executemany("INSERT INTO meta (key, value) VALUES (?, ?)",
+                               (("format", FORMAT), ("version", str(FORMAT_VERSION))))
+            else:
+                meta = dict(db.execute("SELECT key, value FROM meta").fetchall()) \
+                    if "meta" in tables else {}
+                if meta.get("format") != FORMAT:
+                    raise self._error(f"is an SQLite database but not a {FORMAT}: {_MOVE_AWAY}",
+                                      "JOURNAL_UNREADABLE")
+                version = meta.get("version", "")
+                if not version.isdigit() or int(version) > FORMAT_VERSION:
+                    raise self._error(f"has format version {version}, newer than this "
+                                      f"dsh-jupyter's {FORMAT_VERSION}: upgrade dsh-jupyter, "
+                                      f"or {_MOVE_AWAY}", "JOURNAL_UNREADABLE")
+            db.execute("COMMIT")
+        except BaseException:
+            _roll_back(db)
+            raise
+
+    def _close(self, db: sqlite3.Connection) -> None:
+        with self._lock:
+            db.close()
+
+    async def _call(self, operation: Callable[[sqlite3.Connection], _T]) -> _T:
+        db = self._db
+        if db is None:
+            raise RuntimeError("open the SqliteJournalStore first: async with store: ...")
+        return await asyncio.to_thread(self._locked, db, operation)
+
+    async def _write(self, operation: Callable[[sqlite3.Connection], _T]) -> _T:
+        def transaction(db: sqlite3.Connection) -> _T:
+            db.execute("BEGIN IMMEDIATE")
+            try:
+                value = operation(db)
+            except BaseException:
+                _roll_back(db)
+                raise
+            db.execute("COMMIT")
+            return value
+        return await self._call(transaction)
+
+    def _locked(self, db: sqlite3.Connection, operation: Callable[[sqlite3.Connection], _T]) -> _T:
+        with self._lock:
+            try:
+                return operation(db)
+            except sqlite3.Error as exc:
+                raise self._unreadable(exc) from None
+
+    # Helpers -----------------------------------------------------------------------------
+    def _error(self, what: str, code: str) -> JournalError:
+        return JournalError(f"the journal {self.path} {what}", code=code)
+
+    def _unreadable(self, exc: sqlite3.Error) -> JournalError:
+        text = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        if isinstance(exc, sqlite3.IntegrityError):
+            return self._error(f"refuses the write ({text})", "JOURNAL_CONFLICT")
+        if "locked" in text or "busy" in text:
+            return self._error(f"stayed locked by another writer for {self._busy_timeout} s "
+                               f"({text}): retry, or stop the process holding it",
+                               "JOURNAL_BUSY")
+        if "unable to open" in text:
+            return self._error(f"cannot be opened ({text}): check that its folder exists and "
+                               "is writable", "JOURNAL_UNREADABLE")
+        return self._error(f"is unreadable ({text}): {_MOVE_AWAY}", "JOURNAL_UNREADABLE")
+
+    def _require_run(self, db: sqlite3.Connection, run_id: str) -> RunStatus:
+        row = db.execute("SELECT status FROM runs WHERE run_id = ?", (run_id,)).fetchone()
+        if row is None:
+            raise self._error(f"has no run {run_id}: `dsh-jupyter approvals list` shows the "
+                              "runs waiting", "JOURNAL_UNKNOWN_RUN")
+        return cast(RunStatus, row[0])
+
+    def _require_call(self, db: sqlite3.Connection, run_id: str, position: int) -> CallState:
+        row = db.execute("SELECT state FROM calls WHERE run_id = ? AND position = ?",
+                         (run_id, position)).fetchone()
+        if row is None:
+            raise self._error(f"has no call {position} in run {run_id}", "JOURNAL_UNKNOWN_RUN")
+        return cast(CallState, row[0])
+
+    def _move_call(self, db: sqlite3.Connection, run_id: str, position: int, state: CallState,
+                   from_states: tuple[CallState, ...], columns: str,
+                   values: tuple[object, ...]) -> None:
+        self._require_run(db, run_id)
+        now = self._require_call(db, run_id, position)
+        if now not in from_states:
+            # Starting a started call again is the double call the journal exists to stop.
+            raise self._error(f"has call {position} of run {run_id} {now} already, it cannot "
+                              f"become {state}", "JOURNAL_CONFLICT")
+        db.execute(f"UPDATE calls SET state = ?, {columns} WHERE run_id = ? AND position = ?",
+                   (state, *values, run_id, position))
+        self._touch(db, run_id)
+
+    @staticmethod
+    def _touch(db: sqlite3.Connection, run_id: str, status: RunStatus | None = None) -> None:
+        if status is None:
+            db.execute("UPDATE runs SET updated = ? WHERE run_id = ?", (time.time(), run_id))
+        else:
+            db.execute("UPDATE runs SET status = ?, updated = ? WHERE run_id = ?",
+                       (status, time.time(), run_id))
+
+    def _load(self, db: sqlite3.Connection, run_id: str) -> JournaledRun | None:
+        row = db.execute("SELECT run_id, program, tools_fingerprint, call_id, scope, host,"
+                         " created, status, updated, result FROM runs WHERE run_id = ?",
+                         (run_id,)).fetchone()
+        if row is None:
+            return None
+        run = RunRecord(run_id=row[0], program=row[1], tools_fingerprint=row[2],
+                        call_id=row[3], scope=row[4], host=row[5], created=row[6])
+        calls = tuple(
+            CallRecord(position=c[0], tool=c[1], arguments=_object(c[2]), state=c[3],
+                       outcome=None if c[4] is None else CallOutcome.from_json(json.loads(c[4])),
+                       started=c[5], ended=c[6])
+            for c in db.execute("SELECT position, tool, arguments, state, outcome, started,"
+                                " ended FROM calls WHERE run_id = ? ORDER BY position",
+                                (run_id,)))
+        approvals = tuple(
+            ApprovalRecord(position=a[0], reason=a[1], asked=a[2],
+                           decision=None if a[3] is None else _approval(json.loads(a[3])),
+                           answered=a[4])
+            for a in db.execute("SELECT position, reason, asked, decision, answered FROM"
+                                " approvals WHERE run_id = ? ORDER BY position", (run_id,)))
+        return JournaledRun(run=run, status=row[7], updated=row[8], calls=calls,
+                            approvals=approvals,
+                            result=None if row[9] is None else json.loads(row[9]))
+
+
+def _roll_back(db: sqlite3.Connection) -> None:
+    # SQLite may have rolled back already (an I/O error, a full disk): then there is
+    # nothing to undo, and trying would hide the error that got us here.
+    if db.in_transaction:
+        db.execute("ROLLBACK")
+
+
+def _dump(value: JsonValue) -> str:
+    return json.dumps(value, sort_keys=True, ensure_ascii=False, separators=(",", ":"),
+                      allow_nan=False)
+
+
+def _object(text: str) -> JsonObject:
+    value = json.loads(text)
+    assert isinstance(value, dict)
+    return value
+
+
+def _approval_json(approval: Approval) -> JsonObject:
+    return {"approved": approval.approved, "answered_by": approval.answered_by,
+            "note": approval.note}
+
+
+def _approval(data: JsonValue) -> Approval:
+    assert isinstance(data, dict)
+    note = data.get("note")
+    return Approval(approved=bool(data["approved"]), answered_by=str(data["answered_by"]),
+                    note=note if isinstance(note, str) else None)

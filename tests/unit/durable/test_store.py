@@ -1,0 +1,243 @@
+"""SqliteJournalStore on real files: what goes in comes back, two stores share a file,
+the state machine refuses a second start or a second answer, and a file that is not a
+journal is refused with one line naming it. (A process SIGKILLed mid-write:
+tests/integration/durable/test_store_kill.py, the unit tier starts no process.)"""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from dsh_jupyter.durable import (
+    CallOutcome,
+    JournalStore,
+    PendingApproval,
+    RunRecord,
+    SqliteJournalStore,
+)
+from dsh_jupyter.durable.sqlite import FORMAT_VERSION
+from dsh_jupyter.errors import JournalError
+from dsh_jupyter.registry.policy import Approval
+
+PROGRAM = "rows = await tools.read_csv({'path': 'a.csv'})\nawait tools.rm({'path': 'a.csv'})\n"
+
+
+def a_run(run_id: str = "run-1", **fields: str) -> RunRecord:
+    return RunRecord(run_id=run_id, program=PROGRAM, tools_fingerprint="sha256:abc",
+                     call_id="call-9", scope=fields.get("scope"), host="12@box", created=100.0)
+
+
+async def test_a_run_round_trips_with_its_calls_and_approval(tmp_path: Path) -> None:
+    async with SqliteJournalStore(tmp_path / "journal.sqlite") as store:
+        journal: JournalStore = store
+        await journal.record_run(a_run(scope="agent-a"))
+        await journal.record_call("run-1", 1, "read_csv", {"path": "a.csv", "n": [1, 2.5]})
+        await journal.mark_started("run-1", 1)
+        await journal.record_call_result("run-1", 1, CallOutcome(value={"rows": ["é", None]}))
+        await journal.record_call("run-1", 2, "rm", {"path": "a.csv"})
+        await journal.mark_pending("run-1", 2, "deletes a file")
+
+        loaded = await journal.load_run("run-1")
+        assert loaded is not None
+        assert loaded.run == a_run(scope="agent-a")
+        assert loaded.status == "waiting"
+        first, second = loaded.calls
+        assert (first.position, first.tool, first.state) == (1, "read_csv", "done")
+        assert first.arguments == {"path": "a.csv", "n": [1, 2.5]}
+        assert first.outcome == CallOutcome(value={"rows": ["é", None]})
+        assert first.started is not None and first.ended is not None
+        assert (second.state, second.outcome, second.started) == ("issued", None, None)
+        assert loaded.open_approval is not None
+        assert (loaded.open_approval.position, loaded.open_approval.reason) == (2, "deletes a file")
+
+        [pending] = await journal.list_pending()
+        assert pending == PendingApproval(
+            run_id="run-1", position=2, tool="rm", arguments={"path": "a.csv"},
+            reason="deletes a file", asked=pending.asked, scope="agent-a", host="12@box")
+
+        answer = Approval(approved=True, answered_by="cli", note="ok by me")
+        resolved = await journal.resolve("run-1", answer)
+        assert (resolved.position, resolved.decision) == (2, answer)
+        assert await journal.list_pending() == ()
+        assert await journal.claim("run-1", "34@box") is True
+        assert await journal.claim("run-1", "56@box") is False  # taken already
+
+        await journal.mark_started("run-1", 2)
+        await journal.record_call_result("run-1", 2, CallOutcome(error="no such file",
+                                                                 code="TOOL_ERROR"))
+        await journal.finish_run("run-1", "done", {"value": 3})
+        done = await journal.load_run("run-1")
+        assert done is not None
+        assert (done.status, done.result, done.run.host) == ("done", {"value": 3}, "34@box")
+        assert done.calls[1].outcome == CallOutcome(error="no such file", code="TOOL_ERROR")
+        assert done.approvals[0].decision == answer and done.open_approval is None
+        assert await journal.load_run("run-2") is None
+
+    # And from a fresh store on the same file, after the first one closed.
+    async with SqliteJournalStore(tmp_path / "journal.sqlite") as again:
+        assert await again.load_run("run-1") == done
+
+
+async def test_two_stores_on_one_file_see_each_others_writes(tmp_path: Path) -> None:
+    path = tmp_path / "shared.sqlite"
+    async with SqliteJournalStore(path) as host, SqliteJournalStore(path) as cli:
+        await host.record_run(a_run())
+        await host.record_call("run-1", 1, "rm", {"path": "a"})
+        await host.mark_pending("run-1", 1, None)
+        [pending] = await cli.list_pending()
+        assert pending.run_id == "run-1"
+        # Both answer at once: exactly one wins, the other is told it was answered.
+        outcomes = await asyncio.gather(
+            host.resolve("run-1", Approval(approved=True)),
+            cli.resolve("run-1", Approval(approved=False, answered_by="cli")),
+            return_exceptions=True)
+        wins = [o for o in outcomes if not isinstance(o, BaseException)]
+        losses = [o for o in outcomes if isinstance(o, JournalError)]
+        assert len(wins) == 1 and len(losses) == 1
+        assert losses[0].code == "JOURNAL_ANSWERED"
+        loaded = await host.load_run("run-1")
+        assert loaded is not None and loaded.status == "decided"
+        assert loaded.approvals[0].decision == wins[0].decision
+
+
+async def test_many_concurrent_writes_from_one_store_all_land(tmp_path: Path) -> None:
+    async with SqliteJournalStore(tmp_path / "j.sqlite") as store:
+        await store.record_run(a_run())
+        await asyncio.gather(*(store.record_call("run-1", n, "t", {"n": n})
+                               for n in range(1, 41)))
+        loaded = await store.load_run("run-1")
+        assert loaded is not None
+        assert [c.arguments for c in loaded.calls] == [{"n": n} for n in range(1, 41)]
+
+
+async def test_the_state_machine_refuses_a_second_start_or_answer(tmp_path: Path) -> None:
+    async with SqliteJournalStore(tmp_path / "j.sqlite") as store:
+        await store.record_run(a_run())
+        await store.record_call("run-1", 1, "rm", {})
+        await store.mark_started("run-1", 1)
+        with pytest.raises(JournalError, match=r"call 1 of run run-1 started already") as twice:
+            await store.mark_started("run-1", 1)  # the double call the journal stops
+        assert twice.value.code == "JOURNAL_CONFLICT"
+        await store.record_call_result("run-1", 1, CallOutcome(value=1))
+        with pytest.raises(JournalError, match="done already"):
+            await store.record_call_result("run-1", 1, CallOutcome(value=2))
+        with pytest.raises(JournalError, match="no approval waiting") as early:
+            await store.resolve("run-1", Approval(approved=True))
+        assert early.value.code == "JOURNAL_ANSWERED"
+        with pytest.raises(JournalError, match="has no run nope: `dsh-jupyter approvals list`"
+                           ) as unknown:
+            await store.resolve("nope", Approval(approved=True))
+        assert unknown.value.code == "JOURNAL_UNKNOWN_RUN"
+        with pytest.raises(JournalError, match="has call 1 of run run-1 already") as again:
+            await store.record_call("run-1", 1, "ls", {})
+        assert again.value.code == "JOURNAL_CONFLICT"
+        with pytest.raises(JournalError, match="has no call 7 in run run-1"):
+            await store.mark_started("run-1", 7)
+        with pytest.raises(JournalError, match="has a run run-1 already") as duplicate:
+            await store.record_run(a_run())
+        assert duplicate.value.code == "JOURNAL_CONFLICT"
+        # A refused write leaves nothing behind (its transaction is rolled back).
+        loaded = await store.load_run("run-1")
+        assert loaded is not None and loaded.calls[0].outcome == CallOutcome(value=1)
+
+
+async def test_a_failed_write_is_rolled_back_whole(tmp_path: Path) -> None:
+    async with SqliteJournalStore(tmp_path / "j.sqlite") as store:
+        await store.record_run(a_run())
+        await store.record_call("run-1", 1, "rm", {})
+        await store.mark_pending("run-1", 1, "first")
+        await store.record_call("run-1", 2, "rm", {})
+        # A second approval while one is open: refused, and the run stays as it was.
+        with pytest.raises(JournalError, match="it is waiting, not running") as second:
+            await store.mark_pending("run-1", 2, "second")
+        assert second.value.code == "JOURNAL_CONFLICT"
+        loaded = await store.load_run("run-1")
+        assert loaded is not None
+        assert [a.reason for a in loaded.approvals] == ["first"]
+
+
+@pytest.mark.parametrize(("content", "says"), [
+    (b"this is my shopping list\n" * 100, "is unreadable (file is not a database): move the "
+                                          "file away or choose another path"),
+    (b"SQLite format 3\x00" + b"\xff" * 4000, "is unreadable"),
+])
+async def test_a_file_that_is_not_a_database_is_one_clear_line(
+        tmp_path: Path, content: bytes, says: str) -> None:
+    path = tmp_path / "journal.sqlite"
+    path.write_bytes(content)
+    with pytest.raises(JournalError) as refused:
+        async with SqliteJournalStore(path):
+            pass
+    message = str(refused.value)
+    assert message.startswith(f"the journal {path} ")
+    assert says in message and "\n" not in message
+    assert refused.value.code == "JOURNAL_UNREADABLE"
+    assert path.read_bytes() == content  # left as it was
+
+
+async def test_another_sqlite_database_or_a_newer_journal_is_refused(tmp_path: Path) -> None:
+    other = tmp_path / "app.sqlite"
+    with sqlite3.connect(other) as db:
+        db.execute("CREATE TABLE users (name TEXT)")
+    db.close()
+    with pytest.raises(JournalError, match=rf"^the journal {other} is an SQLite database but "
+                       r"not a dsh-jupyter journal: move the file away"):
+        async with SqliteJournalStore(other):
+            pass
+
+    newer = tmp_path / "newer.sqlite"
+    async with SqliteJournalStore(newer):
+        pass
+    with sqlite3.connect(newer) as db:
+        db.execute("UPDATE meta SET value = ? WHERE key = 'version'", (str(FORMAT_VERSION + 1),))
+    db.close()
+    with pytest.raises(JournalError, match=rf"has format version {FORMAT_VERSION + 1}, newer "
+                       rf"than this dsh-jupyter's {FORMAT_VERSION}: upgrade dsh-jupyter"):
+        async with SqliteJournalStore(newer):
+            pass
+
+
+async def test_a_missing_folder_says_so(tmp_path: Path) -> None:
+    path = tmp_path / "no" / "such" / "journal.sqlite"
+    with pytest.raises(JournalError, match=r"cannot be opened \(unable to open database file\): "
+                       "check that its folder exists and is writable"):
+        async with SqliteJournalStore(path):
+            pass
+    assert not path.parent.exists()
+
+
+async def test_nothing_touches_the_file_before_it_is_opened(tmp_path: Path) -> None:
+    path = tmp_path / "journal.sqlite"
+    store = SqliteJournalStore(path)
+    assert not path.exists()
+    with pytest.raises(RuntimeError, match="open the SqliteJournalStore first"):
+        await store.list_pending()
+    async with store:
+        assert path.exists()
+        with sqlite3.connect(path) as db:
+            assert db.execute("PRAGMA journal_mode").fetchone() == ("wal",)
+        db.close()
+
+
+async def test_a_file_locked_by_another_writer_too_long_is_one_clear_line(
+        tmp_path: Path) -> None:
+    path = tmp_path / "journal.sqlite"
+    async with SqliteJournalStore(path, busy_timeout=0.2) as store:
+        await store.record_run(a_run())
+        holder = sqlite3.connect(path, isolation_level=None)
+        holder.execute("BEGIN IMMEDIATE")  # another process, mid-write, for ever
+        try:
+            with pytest.raises(JournalError) as busy:
+                await store.record_call("run-1", 1, "rm", {})
+            assert str(busy.value) == (
+                f"the journal {path} stayed locked by another writer for 0.2 s (database is "
+                "locked): retry, or stop the process holding it")
+            assert busy.value.code == "JOURNAL_BUSY"
+            assert await store.list_pending() == ()  # reads go on under WAL
+        finally:
+            holder.execute("ROLLBACK")
+            holder.close()
+        await store.record_call("run-1", 1, "rm", {})  # and writes once it lets go
