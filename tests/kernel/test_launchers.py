@@ -35,6 +35,19 @@ async def seen_dead(process: KernelProcess, within: float = 5.0) -> bool:
     return True
 
 
+async def still_running(pids: list[int], within: float) -> list[int]:
+    """Those of ``pids`` still running (not gone, not zombies) after waiting up to
+    ``within`` seconds for all of them to die."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + within
+    while True:
+        alive = [pid for pid in pids if (stat := proctree.read_stat(pid)) is not None
+                 and stat.state != "Z"]
+        if not alive or loop.time() > deadline:
+            return alive
+        await asyncio.sleep(0.01)
+
+
 @pytest.fixture(params=["fork", "stock"])
 async def any_runtime(request: pytest.FixtureRequest,
                       make_runtime: RuntimeFactory) -> KernelRuntime:
@@ -336,12 +349,7 @@ async def test_a_fork_server_killed_outright_takes_its_confined_kernels_along(
     assert len(tree) == 3  # the confiner, the namespace's init, the kernel
     server = runtime._launcher._server  # type: ignore[union-attr]
     os.kill(server.process.pid, signal.SIGKILL)
-    for _ in range(100):
-        alive = [pid for pid in tree if (stat := proctree.read_stat(pid)) is not None
-                 and stat.state != "Z"]
-        if not alive:
-            break
-        await asyncio.sleep(0.05)
+    alive = await still_running(tree, within=5.0)
     assert not alive, f"outlived the fork server: {alive}"
 
 
@@ -378,13 +386,7 @@ async def test_a_kill_lands_without_waiting_for_the_fork_server(
     monkeypatch.setattr(server, "request", held_back)
     async with asyncio.timeout(0.5):
         await kernel.kill()
-    alive: list[int] = []
-    for _ in range(100):
-        alive = [pid for pid in tree if (stat := proctree.read_stat(pid)) is not None
-                 and stat.state != "Z"]
-        if not alive:
-            break
-        await asyncio.sleep(0.01)
+    alive = await still_running(tree, within=1.0)
     assert not alive, f"still running after kill: {alive}"
     held.set()
     await kernel.wait_gone()

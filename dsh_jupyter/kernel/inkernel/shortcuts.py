@@ -21,6 +21,7 @@ ipykernel's own paths wherever its internals are not what they expect.
 
 from __future__ import annotations
 
+import asyncio
 import builtins
 import contextlib
 import json
@@ -54,8 +55,6 @@ async def _run_marked(kernel: Any, shell: Any, cell: str) -> dict[str, Any]:
     """Evaluate ``await <call>`` (the host's cell) as ipykernel's asyncio path would: a
     SIGINT cancels it. A failure here is the runtime's (the program's own end in its
     ``done`` message), reported as IPython reports a cell's error."""
-    import asyncio
-
     reply: dict[str, Any] = {"status": "ok", "execution_count": kernel.execution_count,
                              "user_expressions": {}, "payload": []}
     try:
