@@ -193,6 +193,9 @@ class CodeDispatchEvent(TypedDict):
     trace_id: NotRequired[str]
     """With tracing on: the sub-call's trace and span ids (a child of the run's span)."""
     span_id: NotRequired[str]
+    replayed: NotRequired[bool]
+    """``True`` when a resumed run's journal answered it: the tool was not called again
+    (docs/approvals-durable.md)."""
 
 
 StopReason = Literal["answered", "step_limit", "aborted", "model_error"]

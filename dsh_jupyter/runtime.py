@@ -63,16 +63,19 @@ __all__ = ["Binding", "BindingError", "Bindings", "CodeRunFailure", "CodeRunResu
 FailureKind = Literal[
     "exception", "timeout", "abort", "kernel-exit", "invalid-output", "output-limit",
     "call-limit", "session-limit", "memory-limit", "process-limit", "workspace-limit",
-    "file-limit", "type-check",
+    "file-limit", "type-check", "journal-divergence", "journal-in-doubt",
+    "journal-tools-changed", "journal-unavailable",
 ]
 FAILURE_KINDS: tuple[FailureKind, ...] = (
     "exception", "timeout", "abort", "kernel-exit", "invalid-output", "output-limit",
     "call-limit", "session-limit", "memory-limit", "process-limit", "workspace-limit",
-    "file-limit", "type-check",
+    "file-limit", "type-check", "journal-divergence", "journal-in-doubt",
+    "journal-tools-changed", "journal-unavailable",
 )
-"""Every :data:`FailureKind`. A runtime reports all but ``type-check``: Code Mode's own,
-for a program its type check rejected before any runtime saw it
-(``ToolRegistry(check_programs="error")``)."""
+"""Every :data:`FailureKind`. A runtime reports all but ``type-check`` and the
+``journal-*`` kinds: Code Mode's own, for a program its type check rejected before any
+runtime saw it (``ToolRegistry(check_programs="error")``), and for a journaled run that
+could not go on (``ToolRegistry(journal=...)``, docs/approvals-durable.md)."""
 
 RunFact: TypeAlias = str | bool | int | float
 """One fact a runtime reports about how it ran a program (:attr:`CodeRunResult.facts`)."""

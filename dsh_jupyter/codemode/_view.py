@@ -3,9 +3,10 @@
 :class:`CodeModeHost` is the pipeline's :class:`~dsh_jupyter.registry._view.RegistryView`
 (Code Mode prepares and runs sub-calls through the pipeline) plus what only Code Mode
 reads: its settings (``code_runtime``, ``max_parallel_sub_calls``, ``run_code_images``,
-``run_code_max_chars``, ``check_programs``: the constructor arguments of
+``run_code_max_chars``, ``check_programs``, ``journal``: the constructor arguments of
 :class:`~dsh_jupyter.codemode.registry.ToolRegistry`), the session key of scope-less
-runs, ``listen`` (its sub-call listener is registered like any other) and ``_version``
+runs, ``listen`` (its sub-call listener is registered like any other), ``execute`` (a
+resumed run's ``run_code`` is a call like any other) and ``_version``
 (a counter every change bumps, for the discovery catalogs' cache).
 Nothing in :mod:`dsh_jupyter.codemode` imports the registry class itself.
 """
@@ -17,7 +18,10 @@ from typing import TYPE_CHECKING, Protocol
 from ..registry._view import RegistryView
 
 if TYPE_CHECKING:
+    from ..durable.store import JournalStore
+    from ..registry.execution import ToolCall
     from ..registry.lifecycle import CallListener
+    from ..registry.results import ToolResult
     from ..registry.scope import Disposer
     from ..runtime import CodeRuntime
     from .check import CheckPrograms
@@ -54,5 +58,12 @@ class CodeModeHost(RegistryView, Protocol):
     def _version(self) -> int:
         """Bumped on every change of tools, masks, modes or scopes."""
 
+    @property
+    def journal(self) -> JournalStore | None:
+        """Where ``run_code`` journals its runs (``None``: not journaled)."""
+
     def listen(self, listener: CallListener, *, first: bool = False) -> Disposer:
         """Tell ``listener`` the stages of every call; returns the undo."""
+
+    async def execute(self, call: ToolCall) -> ToolResult:
+        """Run ``call`` through the whole pipeline (a resumed run's ``run_code``)."""

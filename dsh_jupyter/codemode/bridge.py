@@ -28,6 +28,10 @@ Session: the request's session key is the calling scope's ``session_key`` (the
 registry's for a call without a scope), so
 on a stateful runtime each scope's programs share one kernel and no other scope's.
 
+Journal: given a :class:`~.journal.RunJournal` (``ToolRegistry(journal=...)``), the
+scheduler journals each call, and a call the journal stops stops the run
+(:meth:`DispatchBridge.stop`).
+
 Settlement: when the program ends the runtime calls :meth:`DispatchBridge.close`: the run
 signal aborts ("run_code settled") and queued calls are abandoned; in-flight ones are
 awaited (when run_code is cancelled, :meth:`DispatchBridge.stop` aborts them and cancels
@@ -54,6 +58,7 @@ from .sdk_python import argument_shape
 
 if TYPE_CHECKING:
     from ._view import CodeModeHost
+    from .journal import RunJournal
 
 SETTLED_REASON = "run_code settled"
 OUTPUT_BATCH_SECONDS = 0.1
@@ -65,7 +70,7 @@ class DispatchBridge:
 
     def __init__(self, registry: CodeModeHost, ctx: ToolRunContext,
                  names: Collection[str], ordering: SubCallOrdering, *,
-                 catalog: Catalog | None = None) -> None:
+                 catalog: Catalog | None = None, journal: RunJournal | None = None) -> None:
         self._registry = registry
         self._ctx = ctx
         self._catalog = catalog
@@ -74,7 +79,9 @@ class DispatchBridge:
         self._names = (*names, *self._helper_of)
         self._run = AbortController()
         self._undo_follow = ctx.signal.add_listener(self._run.abort)
-        self._scheduler = SubCallScheduler(registry, ctx, ordering, self._run.signal)
+        self._scheduler = SubCallScheduler(registry, ctx, ordering, self._run.signal, journal)
+        if journal is not None:
+            journal.on_stop(self.stop)
         self._settled = False
         self._root_call_id = ctx.execution.call_id
         self._lines: list[str] = []

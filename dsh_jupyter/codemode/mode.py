@@ -18,8 +18,9 @@ from typing import TYPE_CHECKING
 
 from .checker import ProgramChecker
 from .discovery import Catalogs
+from .journal import Resumption
 from .prompt import code_sections
-from .run_code import run_code_definition
+from .run_code import CodeModeParts, run_code_definition
 from .scheduler import SubCallOrdering
 
 if TYPE_CHECKING:
@@ -35,7 +36,7 @@ class CodeMode:
     listener ordering each program's sub-calls (registered when this is made, for the
     registry's life)."""
 
-    __slots__ = ("_registry", "catalogs", "checker", "ordering", "transport")
+    __slots__ = ("_registry", "catalogs", "checker", "ordering", "resumptions", "transport")
 
     def __init__(self, registry: CodeModeHost) -> None:
         self._registry = registry
@@ -43,8 +44,9 @@ class CodeMode:
         self.ordering = SubCallOrdering(registry)
         registry.listen(self.ordering)
         self.checker = ProgramChecker(registry)
-        self.transport: ToolDefinition = run_code_definition(registry, self.ordering,
-                                                             self.catalogs, self.checker)
+        self.resumptions: dict[str, Resumption] = {}
+        self.transport: ToolDefinition = run_code_definition(registry, CodeModeParts(
+            self.ordering, self.catalogs, self.checker, self.resumptions))
 
     def sections(self, scope: AgentScope | None,
                  mode: PresentationMode) -> list[PromptSection]:

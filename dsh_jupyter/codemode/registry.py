@@ -8,8 +8,10 @@ and ``dsh_jupyter.registry.ToolRegistry`` are this class.
 
 from __future__ import annotations
 
+import os
 from typing import TYPE_CHECKING
 
+from ..durable.sqlite import SqliteJournalStore
 from ..errors import RegistrationError
 from ..registry.core import RegistryCore
 from ..runtime import as_code_runtime
@@ -17,11 +19,16 @@ from .check import CHECK_PROGRAMS, CheckPrograms
 from .checker import require_ty
 from .mode import CodeMode
 from .model_text import DEFAULT_RUN_CODE_MAX_CHARS, check_max_chars
+from .resume import resume_run
 
 if TYPE_CHECKING:
     from types import TracebackType
 
-    from ..registry.policy import ApprovalService
+    from ..abort import AbortSignal
+    from ..durable.store import JournalStore
+    from ..registry.execution import ScopeView
+    from ..registry.policy import Approval, ApprovalService
+    from ..registry.results import ToolResult
     from ..registry.scope import PresentationMode
     from ..runtime import CodeRuntime
 
@@ -43,6 +50,9 @@ class ToolRegistry(RegistryCore):
     errors as ``type-check`` (nothing runs), ``"warn"`` runs it and appends the problems
     to its result, ``"off"`` (the default) does neither; it needs the ``ty`` checker
     (``pip install 'dsh-jupyter[check]'``), whose server :meth:`aclose` stops.
+    ``journal`` (a path, or a :class:`~dsh_jupyter.durable.JournalStore`) journals every
+    ``run_code`` run, so one that waits for an approval survives a restart of this process:
+    :meth:`resume` takes it up again (see ``docs/approvals-durable.md``); off by default.
 
     ::
 
@@ -67,6 +77,7 @@ class ToolRegistry(RegistryCore):
         run_code_images: bool = False,
         run_code_max_chars: int | None = DEFAULT_RUN_CODE_MAX_CHARS,
         check_programs: CheckPrograms = "off",
+        journal: JournalStore | str | os.PathLike[str] | None = None,
     ) -> None:
         super().__init__(mode=mode, approval=approval)
         if (isinstance(max_parallel_sub_calls, bool) or not isinstance(max_parallel_sub_calls, int)
@@ -80,6 +91,7 @@ class ToolRegistry(RegistryCore):
         self.run_code_images = run_code_images
         self._run_code_max_chars = check_max_chars(run_code_max_chars)
         self.max_parallel_sub_calls = max_parallel_sub_calls
+        self._journal, self._own_journal = _journal_store(journal)
         self._code_runtime: CodeRuntime | None = None
         self.code_runtime = code_runtime
         self._check_programs: CheckPrograms = "off"
@@ -87,6 +99,28 @@ class ToolRegistry(RegistryCore):
         code_mode = CodeMode(self)
         self._code_mode = code_mode
         self._checker = code_mode.checker
+        self._resumptions = code_mode.resumptions
+
+    @property
+    def journal(self) -> JournalStore | None:
+        """Where ``run_code`` runs are journaled (``ToolRegistry(journal=...)``), else
+        ``None``. ``await registry.journal.list_pending()`` lists the runs waiting for an
+        approval."""
+        return self._journal
+
+    async def resume(self, run_id: str, decision: Approval | None = None, *,
+                     agent: ScopeView | None = None,
+                     signal: AbortSignal | None = None) -> ToolResult:
+        """Take up the journaled run ``run_id``, paused on an approval whose host stopped,
+        with ``decision`` (``None``: the one recorded already, by ``dsh-jupyter approvals
+        approve`` say); returns its ``run_code`` result. Its program runs again in a fresh
+        kernel; the calls it had made are answered from the journal (their tools are not
+        called again), the one that paused gets ``decision``, and the rest run live. Give
+        the registry the same tools (a run whose tools changed fails as
+        ``journal-tools-changed``) and, for a run made in a scope, that scope as ``agent``.
+        Raises :class:`~dsh_jupyter.errors.JournalError` when the run cannot be resumed."""
+        return await resume_run(self, self._resumptions, run_id, decision,
+                                agent=agent, signal=signal)
 
     @property
     def check_programs(self) -> CheckPrograms:
@@ -108,6 +142,8 @@ class ToolRegistry(RegistryCore):
         ``check_programs`` (a later checked program starts it again). A registry that
         started none has nothing to stop."""
         await self._checker.aclose()
+        if self._own_journal and isinstance(self._journal, SqliteJournalStore):
+            await self._journal.aclose()
 
     async def __aenter__(self) -> ToolRegistry:
         return self
@@ -138,4 +174,26 @@ class ToolRegistry(RegistryCore):
 
     @code_runtime.setter
     def code_runtime(self, runtime: CodeRuntime | None) -> None:
-        self._code_runtime = None if runtime is None else as_code_runtime(runtime)
+        adapted = None if runtime is None else as_code_runtime(runtime)
+        if adapted is not None and adapted.info.stateful and self._journal is not None:
+            raise RegistrationError(
+                "a journaled registry runs programs on fresh kernels only: a stateful "
+                "runtime's kept state is not in the journal, so a resume could not replay it "
+                "(use KernelRuntime() without stateful=True, or drop journal=)")
+        self._code_runtime = adapted
+
+
+def _journal_store(journal: JournalStore | str | os.PathLike[str] | None
+                   ) -> tuple[JournalStore | None, bool]:
+    """The store ``journal`` names, and whether the registry made it (then it closes it)."""
+    if journal is None:
+        return None, False
+    if isinstance(journal, str | os.PathLike):
+        return SqliteJournalStore(journal), True
+    for method in ("record_run", "record_call", "mark_started", "record_call_result",
+                   "mark_pending", "resolve", "claim", "finish_run", "load_run", "list_pending"):
+        if not callable(getattr(journal, method, None)):
+            raise RegistrationError(f"journal must be a path or a JournalStore (a "
+                                    f"SqliteJournalStore, say); {type(journal).__name__} has no "
+                                    f"{method}()")
+    return journal, False

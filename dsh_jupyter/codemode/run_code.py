@@ -35,11 +35,12 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, cast
 
 from .._images import check_image
 from .._waiting import wait_uncancelled
+from ..durable.replay import Stop, tools_fingerprint
 from ..errors import CodeModeError, CodeRunFailedError
 from ..json_dump import dump_json
 from ..json_value import JsonObject, JsonValue, snapshot_json
@@ -53,6 +54,7 @@ from ..registry.scope import RESERVED_NAME
 from ..runtime import CodeRunFailure, CodeRunResult, Display, RunFile
 from .bridge import DispatchBridge
 from .check import WARN_HEAD, failure_text, problem_lines
+from .journal import Resumption, RunJournal, start_journal
 from .model_text import TextLimit, cut_lines, cut_text, share
 from .run_files import card_entries, file_entries, file_lines, files_of
 
@@ -326,17 +328,25 @@ def present_run_code(args: JsonValue) -> GenericCallView:
                            kind="execute", raw_input=code if isinstance(code, str) else None)
 
 
-def run_code_definition(registry: CodeModeHost, ordering: SubCallOrdering,
-                        catalogs: Catalogs, checker: ProgramChecker) -> ToolDefinition:
+@dataclass(frozen=True, slots=True)
+class CodeModeParts:
+    """What a registry's run_code works with: ``ordering`` orders its programs'
+    sub-calls (registered on the registry), under discovery their helpers read
+    ``catalogs``, ``checker`` checks them first when ``registry.check_programs`` says so,
+    and ``resumptions`` holds the runs ``registry.resume`` took up, by run_code call id."""
+
+    ordering: SubCallOrdering
+    catalogs: Catalogs
+    checker: ProgramChecker
+    resumptions: dict[str, Resumption]
+
+
+def run_code_definition(registry: CodeModeHost, parts: CodeModeParts) -> ToolDefinition:
     """The transport tool, bound to ``registry`` (built once per registry by
-    :class:`~dsh_jupyter.codemode.mode.CodeMode`): its programs' sub-calls are ordered by
-    ``ordering`` (registered on the registry), under discovery their helpers read
-    ``catalogs``, and ``checker`` checks them first when ``registry.check_programs``
-    says so."""
+    :class:`~dsh_jupyter.codemode.mode.CodeMode`) and its ``parts``."""
 
     async def run_code(args: Any, ctx: ToolRunContext) -> JsonValue:
-        return await _run_program(registry, ordering, catalogs, checker, str(args["code"]),
-                                  ctx)
+        return await _run_program(registry, parts, str(args["code"]), ctx)
 
     def parse(args: JsonObject) -> JsonObject:
         description = args.get("description")
@@ -384,8 +394,8 @@ def _stateful(registry: CodeModeHost) -> bool:
     return runtime is not None and runtime.info.stateful
 
 
-async def _run_program(registry: CodeModeHost, ordering: SubCallOrdering, catalogs: Catalogs,
-                       checker: ProgramChecker, program: str, ctx: ToolRunContext) -> JsonValue:
+async def _run_program(registry: CodeModeHost, parts: CodeModeParts, program: str,
+                       ctx: ToolRunContext) -> JsonValue:
     runtime = registry.code_runtime
     if runtime is None:
         raise CodeModeError("run_code needs a code runtime: `async with KernelRuntime() as "
@@ -396,16 +406,18 @@ async def _run_program(registry: CodeModeHost, ordering: SubCallOrdering, catalo
     checking = registry.check_programs
     check: ProgramCheck | None = None
     if checking != "off":  # before any kernel: a rejected program costs none
-        check = await checker.check(program, ctx.agent, discovery=discovery,
-                                    stateful=runtime.info.stateful)
+        check = await parts.checker.check(program, ctx.agent, discovery=discovery,
+                                          stateful=runtime.info.stateful)
         if checking == "error" and check.problems:
             if ctx.traced:
                 ctx.set_trace_attributes(_check_facts(check, failed=True))
             raise CodeRunFailedError(failure_message(CodeRunResult(failure=CodeRunFailure(
                 kind="type-check", message=failure_text(check.problems)))))
     notes = problem_lines(check.problems) if check is not None else []
-    bridge = DispatchBridge(registry, ctx, names, ordering,
-                            catalog=catalogs(ctx.agent) if discovery else None)
+    journal = await _journal(registry, parts, program, names, ctx)
+    bridge = DispatchBridge(registry, ctx, names, parts.ordering,
+                            catalog=parts.catalogs(ctx.agent) if discovery else None,
+                            journal=journal)
     run = asyncio.ensure_future(runtime.run(bridge.request(program)))
     try:
         result = await asyncio.shield(run)
@@ -419,15 +431,64 @@ async def _run_program(registry: CodeModeHost, ordering: SubCallOrdering, catalo
     finally:
         # Settle even when our own task is cancelled: no sub-call may outlive the run.
         await _settle(bridge)
+    if journal is not None:
+        result = _journal_failure(journal, result)
     if ctx.traced:
         facts = _run_facts(registry, result, bridge.started_calls)
         if check is not None:
             facts.update(_check_facts(check, failed=False))
+        if journal is not None:
+            facts["dsh.run_code.journal_run"] = journal.run_id
+            facts["dsh.run_code.replayed"] = journal.replayed
         ctx.set_trace_attributes(facts)
     if result.failure is not None:
         # Also an abort: 000 lets cancellation replace only a success with ABORTED, and the
         # failure keeps the lines the program printed before it was stopped.
-        raise CodeRunFailedError(failure_message(result, notes))
+        message = failure_message(result, notes)
+        if journal is not None:
+            await journal.finish(True, {"failure": result.failure.kind, "message": message})
+        raise CodeRunFailedError(message)
+    value = _run_value(registry, result, notes, ctx)
+    if journal is not None:
+        await journal.finish(False, value)
+    return value
+
+
+async def _journal(registry: CodeModeHost, parts: CodeModeParts, program: str,
+                   names: Sequence[str], ctx: ToolRunContext) -> RunJournal | None:
+    """The run's journal when the registry keeps one (a resumed run's is the one
+    ``registry.resume`` took up); a run that may not start fails here, before any kernel."""
+    store = registry.journal
+    resumption = parts.resumptions.pop(ctx.call_id, None)
+    if store is None:
+        return None
+    visible = registry.visible(ctx.agent)
+    started = await start_journal(
+        store, resumption, program=program,
+        fingerprint=tools_fingerprint(visible[name] for name in names),
+        call_id=ctx.call_id, scope=ctx.agent.session_key if ctx.agent is not None else None,
+        approval=lambda: registry.approval)
+    if isinstance(started, Stop):
+        raise CodeRunFailedError(failure_message(CodeRunResult(
+            failure=CodeRunFailure(kind=started.kind, message=started.message))))
+    return started
+
+
+def _journal_failure(journal: RunJournal, result: CodeRunResult) -> CodeRunResult:
+    """The run's result once its journal has its say: a run the journal stopped fails with
+    the journal's kind (whatever the program did after), and a resumed run whose program
+    ended without making the call it paused on again diverged."""
+    stop = journal.stopped
+    if stop is None and journal.replay is not None and result.failure is None:
+        stop = journal.replay.finish()
+    if stop is None:
+        return result
+    return replace(result, failure=CodeRunFailure(kind=stop.kind, message=stop.message))
+
+
+def _run_value(registry: CodeModeHost, result: CodeRunResult, notes: Sequence[str],
+               ctx: ToolRunContext) -> JsonObject:
+    """A successful run's value (and its files attached to the call)."""
     value: dict[str, JsonValue] = {"logs": list(result.logs)}
     if result.value is not None:
         value["result"] = result.value

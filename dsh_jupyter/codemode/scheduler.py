@@ -10,7 +10,12 @@ Scheduling, per run:
   ``max_parallel_sub_calls``; an exclusive call waits for the pool to drain, runs alone,
   and holds later calls until it has finished;
 - once the run signal fires (the outer call aborted, or the run settled) nothing new
-  starts, and the queued calls are abandoned.
+  starts, and the queued calls are abandoned;
+- in a journaled run (:mod:`.journal`) each call is matched to the journal when it is
+  submitted: a call the journal answers (a resumed run's) settles in its turn with the
+  recorded outcome, its tool not called (``tool/code-dispatch`` says ``replayed``); a
+  call that may not go on fails and stops the run; the others are recorded before they
+  run and their outcome before the program learns it.
 
 Ordering and events come from the lifecycle: :class:`SubCallOrdering` is registered once
 per registry and watches sub-calls. For a call this scheduler started (its
@@ -29,24 +34,31 @@ per registry and watches sub-calls. For a call this scheduler started (its
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from collections import deque
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from .._waiting import wait_quietly, wait_uncancelled
+from ..durable.replay import Answered, Decided, Stop
 from ..events import CodeDispatchEvent, CodeDispatchRunningEvent, CodeDispatchStartEvent
+from ..json_dump import dump_json
 from ..json_value import JsonObject, JsonValue
 from ..registry.execution import ToolCall, ToolRunContext
 from ..registry.lifecycle import CallListener, CallRun, Section
 from ..registry.pipeline import prepare_call, run_call
+from ..registry.results import AdditionalContext, ToolSuccess, failure, text_content
 from ..runtime import BindingError
+from .journal import JournalStopped
 
 if TYPE_CHECKING:
     from ..abort import AbortSignal
+    from ..durable.store import CallOutcome
     from ..events import SessionEvent
     from ..registry.results import ToolResult
     from ._view import CodeModeHost
+    from .journal import RunJournal
 
 
 @dataclass(eq=False, slots=True)
@@ -62,14 +74,22 @@ class SubCall:
     """Set once it has settled: ended, its contexts deferred, ``tool/code-dispatch`` out."""
     running: float | None = None
     ended: bool = False
+    position: int = 0
+    """Its position in the run's journal (0: not journaled)."""
+    recording: asyncio.Task[None] | None = None
+    """Journaling it as issued; awaited before it runs."""
+    replayed: CallOutcome | None = None
+    """Its outcome from the journal (a resumed run's): it settles with this, uncalled."""
 
 
 class SubCallScheduler:
     """The queue and pool of one run's sub-calls (see the module docstring)."""
 
     def __init__(self, registry: CodeModeHost, ctx: ToolRunContext,
-                 ordering: SubCallOrdering, signal: AbortSignal) -> None:
+                 ordering: SubCallOrdering, signal: AbortSignal,
+                 journal: RunJournal | None = None) -> None:
         self._registry = registry
+        self._journal = journal
         self._ctx = ctx
         self._ordering = ordering
         self._signal = signal
@@ -95,6 +115,13 @@ class SubCallScheduler:
         the call's value or fails with :class:`~dsh_jupyter.runtime.BindingError`."""
         self.count += 1
         ctx = self._ctx
+        journal = self._journal
+        match = journal.match(name, args, self.count) if journal is not None else None
+        if isinstance(match, Stop):  # the journal cannot vouch for it: not called
+            stopped: asyncio.Future[JsonValue] = asyncio.get_running_loop().create_future()
+            stopped.set_exception(BindingError(f"{name}: {match.message}"))
+            stopped.add_done_callback(_retrieve)
+            return stopped
         run = prepare_call(self._registry, ToolCall(
             call_id=f"{ctx.call_id}:code:{self.count}", name=name, arguments=args,
             signal=self._signal, agent=ctx.agent, parent=ctx.token))
@@ -102,6 +129,15 @@ class SubCallScheduler:
                       future=asyncio.get_running_loop().create_future())
         run.state[self._ordering] = sub
         sub.future.add_done_callback(_retrieve)
+        if journal is not None and match is not None:
+            sub.position = match.position
+            if isinstance(match, Answered):
+                sub.replayed = match.outcome
+            else:
+                journal.gate(run, match.position,
+                             match.decision if isinstance(match, Decided) else None)
+                sub.recording = asyncio.get_running_loop().create_task(
+                    journal.record(match.position, run.name, run.execution.arguments))
         self._queue.append(sub)
         self._pump()
         return sub.future
@@ -111,6 +147,8 @@ class SubCallScheduler:
         self.closed = True
         while self._queue:
             abandoned = self._queue.popleft()
+            if abandoned.recording is not None:
+                abandoned.recording.add_done_callback(_retrieve_task)
             abandoned.future.set_exception(BindingError(
                 f"{abandoned.run.name}: the run settled before this call started"))
 
@@ -144,7 +182,15 @@ class SubCallScheduler:
     async def _run_one(self, sub: SubCall) -> None:
         result: ToolResult | None = None
         try:
-            result = await run_call(self._registry, sub.run)
+            result = await self._journaled(sub)
+            if result is not None:
+                self._settle_uncalled(sub, result)
+            else:
+                result = await run_call(self._registry, sub.run)
+                if self._journal is not None and sub.position:
+                    # A store that fails stops the run (the journal says why); the call ran.
+                    with contextlib.suppress(JournalStopped):
+                        await self._journal.outcome(sub.position, result)
         finally:
             # Its end is reported in submission order (SubCallOrdering): the program
             # learns the outcome once that is done, as it learns the earlier ones'.
@@ -164,6 +210,27 @@ class SubCallScheduler:
             self._pump()
             if cancelled:
                 raise asyncio.CancelledError
+
+    async def _journaled(self, sub: SubCall) -> ToolResult | None:
+        """The result of a call that is not to be called: its recorded outcome (a resumed
+        run's), or the journal's failure to record it. ``None``: run it."""
+        if sub.replayed is not None:
+            return replayed_result(sub.replayed)
+        if sub.recording is not None:
+            try:
+                await sub.recording
+            except JournalStopped as stopped:
+                return failure(stopped.message, stopped.code)
+        return None
+
+    def _settle_uncalled(self, sub: SubCall, result: ToolResult) -> None:
+        """Report a call that did not go through the pipeline as if it had (start, then
+        its end in submission order)."""
+        run = sub.run
+        run.started = run.ended = time.time()
+        run.result = result
+        self._ordering.on_call_start(run)
+        self._ended(sub)
 
     def _ended(self, sub: SubCall) -> None:
         """``sub`` ended: settle it, and every later one that ended already, in order."""
@@ -246,6 +313,8 @@ def settled_event(sub: SubCall, result: ToolResult | None) -> CodeDispatchEvent:
         started=run.started, ended=time.time())
     if sub.running is not None:
         event["running"] = sub.running
+    if sub.replayed is not None:
+        event["replayed"] = True
     if result is not None and result.error is not None:
         event["error"] = {"message": result.error.message, "code": result.error.code}
     elif result is None:
@@ -268,6 +337,23 @@ class _After:
 
     async def __aexit__(self, *_: object) -> None:
         return None
+
+
+def replayed_result(outcome: CallOutcome) -> ToolResult:
+    """A call's result as its journal recorded it (what the program saw then)."""
+    contexts = tuple(AdditionalContext(source=str(c.get("source", "")), text=str(c.get("text", "")),
+                                       meta=c.get("meta")) for c in outcome.contexts)
+    if outcome.error is not None:
+        return failure(outcome.error, outcome.code, contexts=contexts)
+    value = outcome.value
+    return ToolSuccess(value=value, content=text_content(
+        value if isinstance(value, str) else dump_json(value, indent=2)),
+        additional_contexts=contexts)
+
+
+def _retrieve_task(task: asyncio.Task[None]) -> None:
+    if not task.cancelled():
+        task.exception()
 
 
 def _retrieve(future: asyncio.Future[JsonValue]) -> None:

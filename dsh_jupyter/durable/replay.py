@@ -11,7 +11,8 @@ a restart in safe programs (docs/approvals-durable.md, "Positions"). For each ca
   decision (the call the run paused on, or an earlier one whose end was not recorded);
 - :class:`Live`: run it through the pipeline (a call never started, or a new call once
   the run is past the point where it paused), at ``position``;
-- :class:`Stop`: the run must stop, with a failure ``kind`` and one line for the model:
+- :class:`Stop`: the run must stop, with a failure ``kind`` and one line for the model
+  (its failure reads ``code run failed (<kind>): <message>``):
   ``journal-divergence`` (a call the journal cannot vouch for before the paused call)
   or ``journal-in-doubt`` (its body had started, no outcome is recorded).
 
@@ -36,7 +37,10 @@ from .store import CallOutcome, CallRecord, JournaledRun
 __all__ = ["Answered", "Decided", "Live", "Match", "Replay", "Stop", "StopKind",
            "tools_fingerprint"]
 
-StopKind: TypeAlias = Literal["journal-divergence", "journal-in-doubt"]
+StopKind: TypeAlias = Literal["journal-divergence", "journal-in-doubt", "journal-tools-changed",
+                              "journal-unavailable"]
+"""Why a journaled run stopped: the first two are the replay's (below); the others its
+host's (the tools changed since the run paused; the store failed)."""
 _SHOWN_ARGUMENTS = 80
 
 
@@ -104,7 +108,7 @@ class Replay:
                 position, self._next_position = self._next_position, self._next_position + 1
                 return Live(position)
             return Stop("journal-divergence",
-                        f"journal-divergence: call {self._made} asks "
+                        f"call {self._made} asks "
                         f"tools.{tool}({_shown(arguments)}), which this run did not make "
                         f"before it paused; no tool was called again")
         if record.position == self.paused.position:
@@ -114,7 +118,7 @@ class Replay:
             return Answered(record.position, record.outcome)
         if record.state == "started":
             return Stop("journal-in-doubt",
-                        f"journal-in-doubt: tools.{tool}({_shown(arguments)}) was running when "
+                        f"tools.{tool}({_shown(arguments)}) was running when "
                         "the run stopped and its outcome is unknown; it is not called again")
         decision = self._decisions.get(record.position)
         return Live(record.position) if decision is None else Decided(record.position, decision)
@@ -124,7 +128,7 @@ class Replay:
         if self.past_pause:
             return None
         return Stop("journal-divergence",
-                    "journal-divergence: the program ended without making again the call "
+                    "the program ended without making again the call "
                     f"that waited for approval (tools.{self.paused.tool}); no tool was "
                     "called again")
 

@@ -99,7 +99,9 @@ _MOVE_AWAY = "move the file away or choose another path"
 
 class SqliteJournalStore:
     """A :class:`~.store.JournalStore` in one SQLite file (see the module docstring).
-    Open it with ``async with``; nothing touches the file before."""
+    Nothing touches the file before the first operation, which opens it (or ``async
+    with``, which opens it at once); :meth:`aclose` (or leaving the ``async with``)
+    closes it, and a later operation opens it again."""
 
     def __init__(self, path: str | os.PathLike[str], *, busy_timeout: float = 5.0) -> None:
         self.path = Path(path).expanduser()
@@ -110,10 +112,14 @@ class SqliteJournalStore:
     async def __aenter__(self) -> SqliteJournalStore:
         if self._db is not None:
             raise RuntimeError("this SqliteJournalStore is open already")
-        self._db = await asyncio.to_thread(self._open)
+        await self._opened()
         return self
 
     async def __aexit__(self, *_: object) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        """Close the file (a store that is not open has nothing to close)."""
         db, self._db = self._db, None
         if db is not None:
             await asyncio.to_thread(self._close, db)
@@ -270,10 +276,17 @@ class SqliteJournalStore:
         with self._lock:
             db.close()
 
-    async def _call(self, operation: Callable[[sqlite3.Connection], _T]) -> _T:
+    async def _opened(self) -> sqlite3.Connection:
+        def open_once() -> sqlite3.Connection:
+            with self._lock:
+                if self._db is None:
+                    self._db = self._open()
+                return self._db
         db = self._db
-        if db is None:
-            raise RuntimeError("open the SqliteJournalStore first: async with store: ...")
+        return db if db is not None else await asyncio.to_thread(open_once)
+
+    async def _call(self, operation: Callable[[sqlite3.Connection], _T]) -> _T:
+        db = await self._opened()
         return await asyncio.to_thread(self._locked, db, operation)
 
     async def _write(self, operation: Callable[[sqlite3.Connection], _T]) -> _T:

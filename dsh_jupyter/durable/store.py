@@ -64,21 +64,29 @@ class CallOutcome:
     value: JsonValue = None
     error: str | None = None
     code: str | None = None
+    contexts: tuple[JsonObject, ...] = ()
+    """The additional contexts the call deferred to the run's result
+    (:meth:`~dsh_jupyter.registry.results.AdditionalContext.to_json`), so a resumed run's
+    result carries its replayed calls' too."""
 
     def to_json(self) -> JsonObject:
-        if self.error is None:
-            return {"value": self.value}
-        return {"error": {"message": self.error, "code": self.code}}
+        data: JsonObject = ({"value": self.value} if self.error is None
+                            else {"error": {"message": self.error, "code": self.code}})
+        if self.contexts:
+            data["contexts"] = list(self.contexts)
+        return data
 
     @classmethod
     def from_json(cls, data: JsonValue) -> CallOutcome:
+        raw = data.get("contexts") if isinstance(data, dict) else None
+        contexts = tuple(c for c in raw if isinstance(c, dict)) if isinstance(raw, list) else ()
         if isinstance(data, dict) and "value" in data:
-            return cls(value=data["value"])
+            return cls(value=data["value"], contexts=contexts)
         error = data.get("error") if isinstance(data, dict) else None
         if isinstance(error, dict) and isinstance(error.get("message"), str):
             code = error.get("code")
             return cls(error=str(error["message"]),
-                       code=code if isinstance(code, str) else None)
+                       code=code if isinstance(code, str) else None, contexts=contexts)
         raise ValueError(f"a call outcome is {{'value': ...}} or {{'error': {{'message': "
                          f"str, 'code': str | None}}}}, got {data!r}")
 

@@ -31,7 +31,7 @@ call start sees it end, even when it is removed meanwhile.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from contextlib import AbstractAsyncContextManager
 from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeAlias
 
@@ -52,7 +52,7 @@ if TYPE_CHECKING:
         ToolExecution,
         TraceValue,
     )
-    from .policy import Approval, PreDecision
+    from .policy import Approval, ApprovalService, PreDecision
     from .results import AdditionalContext, ToolFailure, ToolResult
 
 _log = logging.getLogger(__name__)
@@ -85,13 +85,20 @@ class CallRun:
     - ``attachments``: the files the body attached (``ctx.attach``), kept with a success;
     - ``state``: per-call state, keyed by the listener (or anything else you own): the
       tracing listener keeps the call's span there, Code Mode its schedule entry, and an
-      output declaration what ``render_for`` hands ``meta_for``.
+      output declaration what ``render_for`` hands ``meta_for``;
+    - ``approval``: this call's own approval service, asked in place of the registry's
+      when its policy says ``Ask`` (``None``: the registry's); ``before_body``: awaited
+      just before the body starts, each time a wrapper calls it; a
+      :class:`~dsh_jupyter.errors.DshError` it raises fails the call with its message and
+      code, and the body does not run. Whoever prepares the call sets them before it
+      runs: a journaled ``run_code`` sub-call records its question and its start there
+      (:mod:`dsh_jupyter.codemode.journal`).
     """
 
     __slots__ = ("_body_done", "_body_started", "_deferred", "_invalid", "_lifecycle",
-                 "_malformed", "_unknown", "attachments", "call", "cancelled", "definition",
-                 "ended", "execution", "parent", "parsed", "result", "started", "state",
-                 "trace_ids")
+                 "_malformed", "_unknown", "approval", "attachments", "before_body", "call",
+                 "cancelled", "definition", "ended", "execution", "parent", "parsed",
+                 "result", "started", "state", "trace_ids")
 
     def __init__(self, call: ToolCall, execution: ToolExecution,
                  definition: ToolDefinition | None, parent: CallRun | None,
@@ -108,6 +115,8 @@ class CallRun:
         self.trace_ids: tuple[str, str] | None = None
         self.state: dict[object, Any] = {}
         self.attachments: list[RunFile] = []
+        self.approval: ApprovalService | None = None
+        self.before_body: Callable[[], Awaitable[None]] | None = None
         # The pipeline's own bookkeeping.
         self._unknown = unknown  # the UNKNOWN_TOOL message
         self._malformed = malformed  # arguments that are not a JSON object

@@ -332,7 +332,7 @@ async def _policy(registry: RegistryView, run: CallRun, hooks: HookChain) -> Too
 async def _ask(registry: RegistryView, run: CallRun, ask: Ask) -> PreDecision | ToolFailure:
     execution, lifecycle = run.execution, run._lifecycle
     why = ask.reason or f"{execution.name} needs approval"
-    service = registry.approval
+    service = run.approval if run.approval is not None else registry.approval
     if service is None:
         return Deny(f"{why} (denied: no approval service is attached)")
     lifecycle.approval_request(run, ask.reason)
@@ -367,6 +367,11 @@ async def _dispatch(run: CallRun, definition: ToolDefinition,
             operational = AbortSignal.any((caller_signal, operational))
         if operational.aborted:
             return _aborted_before(operational)
+        if run.before_body is not None:
+            try:
+                await run.before_body()
+            except DshError as exc:
+                return failure(exc.message, exc.code)
         run._body_started = True
         ctx = ToolRunContext.of(execution, operational, run._deferred.append, annotate,
                                 run.attachments.append)

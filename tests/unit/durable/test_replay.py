@@ -82,7 +82,7 @@ def test_a_call_the_journal_does_not_have_before_the_pause_is_divergence() -> No
     assert replay.match("read", {"n": 1}) == Answered(1, CallOutcome(value="x"))
     stop = replay.match("rm", {"path": "b"})
     assert stop == Stop("journal-divergence",
-                        'journal-divergence: call 2 asks tools.rm({"path": "b"}), which this '
+                        'call 2 asks tools.rm({"path": "b"}), which this '
                         "run did not make before it paused; no tool was called again")
     assert replay.unused == (2,)
 

@@ -209,17 +209,32 @@ async def test_a_missing_folder_says_so(tmp_path: Path) -> None:
     assert not path.parent.exists()
 
 
-async def test_nothing_touches_the_file_before_it_is_opened(tmp_path: Path) -> None:
+async def test_nothing_touches_the_file_before_the_first_operation(tmp_path: Path) -> None:
     path = tmp_path / "journal.sqlite"
     store = SqliteJournalStore(path)
     assert not path.exists()
-    with pytest.raises(RuntimeError, match="open the SqliteJournalStore first"):
-        await store.list_pending()
-    async with store:
-        assert path.exists()
-        with sqlite3.connect(path) as db:
-            assert db.execute("PRAGMA journal_mode").fetchone() == ("wal",)
-        db.close()
+    assert await store.list_pending() == ()  # opens it
+    assert path.exists()
+    with sqlite3.connect(path) as db:
+        assert db.execute("PRAGMA journal_mode").fetchone() == ("wal",)
+    db.close()
+    await store.aclose()
+    await store.aclose()  # closing twice is nothing
+    await store.record_run(a_run())  # a later operation opens it again
+    assert (await store.load_run("run-1")) is not None
+    async with SqliteJournalStore(path) as other:
+        assert (await other.load_run("run-1")) is not None
+    await store.aclose()
+
+
+async def test_concurrent_first_operations_open_the_file_once(tmp_path: Path) -> None:
+    store = SqliteJournalStore(tmp_path / "journal.sqlite")
+    await asyncio.gather(*(store.list_pending() for _ in range(8)))
+    first = store._db
+    assert first is not None
+    await store.list_pending()
+    assert store._db is first
+    await store.aclose()
 
 
 async def test_a_file_locked_by_another_writer_too_long_is_one_clear_line(

@@ -1,0 +1,73 @@
+"""``registry.resume(run_id, decision)``: take up a journaled run that paused on an
+approval, after its host stopped (docs/approvals-durable.md, "Resume, end to end").
+
+The decision is recorded (unless one was recorded already, by ``dsh-jupyter approvals
+approve`` say), the run is claimed for this process (two processes never resume one
+run), and its stored program runs again as a ``run_code`` call with the run's own call
+id: through the pipeline like any call (its card, its events, its span), in a fresh
+kernel, its sub-calls answered from the journal up to the one that paused, which gets
+the decision, and live after it.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from ..durable.replay import Replay
+from ..errors import JournalError, RegistrationError
+from ..registry.execution import ToolCall
+from ..registry.scope import RESERVED_NAME
+from .journal import Resumption, host_alive, this_host
+
+if TYPE_CHECKING:
+    from ..abort import AbortSignal
+    from ..durable.store import JournalStore
+    from ..registry.execution import ScopeView
+    from ..registry.policy import Approval
+    from ..registry.results import ToolResult
+    from ._view import CodeModeHost
+
+
+async def resume_run(registry: CodeModeHost, resumptions: dict[str, Resumption], run_id: str,
+                     decision: Approval | None, *, agent: ScopeView | None = None,
+                     signal: AbortSignal | None = None) -> ToolResult:
+    """Resume ``run_id`` with ``decision`` (``None``: the one recorded already) and return
+    its ``run_code`` result. Raises :class:`~dsh_jupyter.errors.JournalError` when the run
+    cannot be resumed (unknown, ended, unanswered, answered already, its host still
+    running, taken up by another process)."""
+    store = _store(registry)
+    journaled = await store.load_run(run_id)
+    if journaled is None:
+        raise JournalError(f"the journal has no run {run_id}: `dsh-jupyter approvals list` "
+                           "shows the runs waiting", code="JOURNAL_UNKNOWN_RUN")
+    host = journaled.run.host
+    if journaled.status in ("waiting", "decided") and host != this_host() \
+            and host_alive(host):
+        raise JournalError(f"run {run_id} still has its host, process {host}: answer it there "
+                           "(its card, or `dsh-jupyter approvals approve`), which goes on "
+                           "with it", code="JOURNAL_NOT_RESUMABLE")
+    if decision is not None:
+        await store.resolve(run_id, decision)
+        journaled = await store.load_run(run_id)
+        assert journaled is not None
+    replay = Replay(journaled)  # refuses a run that is not paused on an answered approval
+    if not await store.claim(run_id, this_host()):
+        raise JournalError(f"run {run_id} was taken up by another process first",
+                           code="JOURNAL_NOT_RESUMABLE")
+    call_id = journaled.run.call_id
+    resumptions[call_id] = Resumption(journaled, replay)
+    try:
+        return await registry.execute(ToolCall(
+            call_id=call_id, name=RESERVED_NAME, agent=agent, signal=signal,
+            arguments={"code": journaled.run.program,
+                       "description": f"Resume run {run_id}"}))
+    finally:
+        resumptions.pop(call_id, None)  # run_code took it, unless the call never got there
+
+
+def _store(registry: CodeModeHost) -> JournalStore:
+    store = registry.journal
+    if store is None:
+        raise RegistrationError("resume needs the registry's journal: "
+                                "ToolRegistry(journal='path/to/journal.sqlite')")
+    return store
