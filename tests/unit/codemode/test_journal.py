@@ -10,6 +10,7 @@ killed for real, with real kernels: tests/integration/durable/test_resume_kill.p
 from __future__ import annotations
 
 import asyncio
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -53,7 +54,7 @@ class Host:
             self.bodies.append(f"rm {path}")
             return f"removed {path}"
 
-        def ask_for_rm(execution: ToolExecution, _decision: PreDecision) -> PreDecision | None:
+        def ask_for_rm(execution: ToolExecution, decision: PreDecision) -> PreDecision | None:
             return Ask("rm deletes a file") if execution.name == "rm" else None
 
         registry.on_pre_execute(ask_for_rm)
@@ -279,14 +280,10 @@ async def test_a_store_that_fails_stops_the_run_before_the_body(
 
 
 async def test_a_stateful_runtime_and_a_journal_are_refused_together(tmp_path: Path) -> None:
-    class Stateful(InProcessRuntime):
-        @property
-        def info(self):  # type: ignore[no-untyped-def]
-            from dataclasses import replace
-            return replace(super().info, stateful=True)
-
+    stateful = InProcessRuntime()
+    stateful.info = replace(InProcessRuntime.info, stateful=True)
     with pytest.raises(RegistrationError, match="fresh kernels only"):
-        ToolRegistry(mode="code", code_runtime=Stateful(), journal=tmp_path / "j.sqlite")
+        ToolRegistry(mode="code", code_runtime=stateful, journal=tmp_path / "j.sqlite")
 
 
 async def test_resume_needs_a_journal_and_a_known_run(tmp_path: Path) -> None:
