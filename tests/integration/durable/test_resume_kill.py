@@ -1,0 +1,160 @@
+"""A run waiting for an approval survives its host being SIGKILLed: a real host process
+runs a program on a real kernel with a journal; the test kills it (SIGKILL, its whole
+process group: kernels too) while the program's second call waits for approval; a new
+process resumes the run from the journal, approves, and the run completes with each tool
+body executed exactly once (each body appends a line to a file; the test counts them).
+
+A program that asks for something else when it runs again (a fresh random name) fails
+``journal-divergence`` on resume, with no tool called again."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import sys
+from pathlib import Path
+
+import pytest
+
+from dsh_jupyter.durable import SqliteJournalStore
+
+pytestmark = pytest.mark.timeout(180)
+
+# The host: tools that count their bodies in a file; ``rm`` asks for approval and nobody
+# answers (the card of a notebook nobody clicks). ``start`` runs the program until killed;
+# ``resume RUN_ID`` takes the run up with an approval and prints its result as JSON.
+HOST = r"""
+import asyncio, json, os, sys
+from dsh_jupyter import ToolCall, ToolRegistry
+from dsh_jupyter.kernel import KernelRuntime
+from dsh_jupyter.registry.policy import Approval, Ask
+
+journal, counts, how = sys.argv[1], sys.argv[2], sys.argv[3]
+
+class NobodyAnswers:
+    async def request(self, execution, reason):
+        print("WAITING", flush=True)
+        await asyncio.Event().wait()
+
+def count(line):
+    with open(counts, "a") as f:
+        f.write(line + "\n")
+
+async def main():
+    async with KernelRuntime() as runtime:
+        registry = ToolRegistry(mode="code", code_runtime=runtime, journal=journal,
+                                approval=NobodyAnswers())
+
+        @registry.tool
+        async def read(path: str) -> str:
+            "Read a file."
+            count(f"read {path}")
+            return f"<{path}>"
+
+        @registry.tool
+        async def rm(path: str) -> str:
+            "Remove a file."
+            count(f"rm {path}")
+            return f"removed {path}"
+
+        registry.on_pre_execute(
+            lambda execution, decision: Ask("rm deletes") if execution.name == "rm" else None)
+        if how == "start":
+            await registry.execute(ToolCall(call_id="c1", name="run_code", arguments={
+                "code": sys.argv[4], "description": "clean up"}))
+            print("ENDED", flush=True)  # never: the host is killed first
+        else:
+            result = await registry.resume(sys.argv[4], Approval(approved=True, note="ok"))
+            print(json.dumps({"is_error": result.is_error, "text": result.text,
+                              "value": result.value}), flush=True)
+        await registry.aclose()
+
+asyncio.run(main())
+"""
+
+PROGRAM = """
+first = await tools.read({"path": "a.txt"})
+print("read", first)
+removed = await tools.rm({"path": "a.txt"})
+print(removed)
+return await tools.read({"path": "b.txt"})
+"""
+
+
+async def _host(*args: str) -> asyncio.subprocess.Process:
+    return await asyncio.create_subprocess_exec(
+        sys.executable, "-c", HOST, *args, stdout=asyncio.subprocess.PIPE,
+        start_new_session=True)
+
+
+DIVERGING = """
+import uuid
+await tools.read({"path": f"{uuid.uuid4()}.txt"})
+await tools.rm({"path": "a.txt"})
+"""
+
+
+async def _start_and_kill(journal: Path, counts: Path, program: str = PROGRAM) -> str:
+    """Run ``program`` in a host until its ``rm`` waits, SIGKILL the host's process
+    group, and return the waiting run's id."""
+    host = await _host(str(journal), str(counts), "start", program)
+    assert host.stdout is not None
+    line = await asyncio.wait_for(host.stdout.readline(), 120)
+    assert line == b"WAITING\n", line
+    os.killpg(host.pid, signal.SIGKILL)
+    await host.wait()
+    assert host.returncode == -signal.SIGKILL
+    async with SqliteJournalStore(journal) as store:
+        (pending,) = await store.list_pending()
+    assert pending.tool == "rm" and pending.arguments == {"path": "a.txt"}
+    return pending.run_id
+
+
+async def _resume(journal: Path, counts: Path, run_id: str) -> dict[str, object]:
+    host = await _host(str(journal), str(counts), "resume", run_id)
+    out, _ = await asyncio.wait_for(host.communicate(), 120)
+    assert host.returncode == 0, out
+    result = json.loads(out.decode().strip().splitlines()[-1])
+    assert isinstance(result, dict)
+    return result
+
+
+def _lines(path: Path) -> list[str]:
+    return path.read_text().splitlines() if path.exists() else []
+
+
+async def test_a_killed_host_s_run_resumes_with_each_body_run_once(tmp_path: Path) -> None:
+    journal, counts = tmp_path / "journal.sqlite", tmp_path / "bodies.txt"
+    run_id = await _start_and_kill(journal, counts)
+    assert _lines(counts) == ["read a.txt"]  # rm waited; the host died
+
+    result = await _resume(journal, counts, run_id)
+    assert result["is_error"] is False, result
+    assert result["value"] == {"logs": ["read <a.txt>", "removed a.txt"], "result": "<b.txt>"}
+    assert _lines(counts) == ["read a.txt", "rm a.txt", "read b.txt"]  # once each
+
+    async with SqliteJournalStore(journal) as store:
+        run = await store.load_run(run_id)
+    assert run is not None and run.status == "done"
+    assert [(c.tool, c.state) for c in run.calls] == [
+        ("read", "done"), ("rm", "done"), ("read", "done")]
+    assert run.approvals[0].decision is not None and run.approvals[0].decision.note == "ok"
+
+
+async def test_a_resumed_program_that_diverges_calls_no_tool(tmp_path: Path) -> None:
+    journal, counts = tmp_path / "journal.sqlite", tmp_path / "bodies.txt"
+    run_id = await _start_and_kill(journal, counts, DIVERGING)
+    (first,) = _lines(counts)
+    result = await _resume(journal, counts, run_id)
+    assert result["is_error"] is True
+    text = str(result["text"])
+    assert text.startswith("Error: code run failed (journal-divergence): call 1 asks "
+                           'tools.read({"path": "'), text
+    assert text.endswith("which this run did not make before it paused; no tool was called "
+                         "again")
+    assert _lines(counts) == [first]  # neither read nor rm ran again
+    async with SqliteJournalStore(journal) as store:
+        run = await store.load_run(run_id)
+    assert run is not None and run.status == "failed"
