@@ -56,6 +56,10 @@ MODULES: dict[str, str] = {
     "dsh_jupyter.mcp": "MCP servers as tools.",
     "dsh_jupyter.sessions": "Sessions as notebooks: a log exported to a runnable notebook "
                             "(see [sessions.md](sessions.md)).",
+    "dsh_jupyter.durable": "The journal that lets an approval survive a restart: "
+                           "`ToolRegistry(journal=...)` records each run in it and "
+                           "`registry.resume` replays from it (see "
+                           "[approvals-durable.md](approvals-durable.md)).",
     "dsh_jupyter.evaluation": "Task sets, runs and results of the evaluation "
                               "(see [evaluation.md](evaluation.md)).",
     "dsh_jupyter.loading": "Tools named `MODULE:ATTR` (the CLI's `--tools`, exported "
@@ -82,6 +86,8 @@ WHERE_NAMES_LIVE = [
     "| `dsh_jupyter.runtime` | the Code Mode runtime contract: `CodeRuntime`, "
     "`CodeRunResult`, `CodeRunFailure`, `BindingError` |",
     "| `dsh_jupyter.json_value` | `JsonValue`, `snapshot_json` |",
+    "| `dsh_jupyter.durable` | the journal of durable runs (`ToolRegistry(journal=...)`): "
+    "`JournalStore`, `SqliteJournalStore`, its records and `Replay` |",
     "| `dsh_jupyter.kernel`, `.agent`, `.widgets`, `.mcp`, `.evaluation` | the kernel "
     "runtime, the agent loop and models, cards and approvals, `connect_mcp`, the evaluation |",
     "",
@@ -104,8 +110,9 @@ SUMMARIES: dict[str, str] = {
                "(`CodeRunResult.facts`): str, bool, int or float.",
     "FailureKind": "Why a run failed: exception, timeout, abort, kernel-exit, "
                    "invalid-output, output-limit, call-limit, a cap (session-, memory-, "
-                   "process-, workspace-, file-limit), or type-check (Code Mode's check "
-                   "rejected the program before it ran).",
+                   "process-, workspace-, file-limit), type-check (Code Mode's check "
+                   "rejected the program before it ran), or a journaled run that could not "
+                   "go on (journal-divergence, -in-doubt, -tools-changed, -unavailable).",
     # registry and tools
     "define_tool": "Build a `ToolDefinition` from a typed function (also as a decorator) or "
                    "from explicit JSON Schemas.",
@@ -208,6 +215,38 @@ SUMMARIES: dict[str, str] = {
     "HookError": "`HOOK_FAILED`: a policy hook raised or returned something invalid.",
     "CodeModeError": "`CODE_MODE_UNAVAILABLE`: Code Mode without a usable runtime.",
     "CodeRunFailedError": "`CODE_RUN_FAILED`: a `run_code` program failed.",
+    "JournalError": "`JOURNAL_UNREADABLE`, `JOURNAL_BUSY`, `JOURNAL_UNKNOWN_RUN`, "
+                    "`JOURNAL_ANSWERED`, `JOURNAL_CONFLICT`, `JOURNAL_NOT_RESUMABLE`: a run "
+                    "journal cannot be used, or its run cannot be resumed (one line).",
+    # durable
+    "Answered": "`Replay.match`: the journal has the call's outcome; the tool is not called.",
+    "ApprovalRecord": "An approval a run asked for at `position`; `decision` once answered.",
+    "CallOutcome": "What the program saw of a sub-call: its value, or its failure (and the "
+                   "contexts it deferred).",
+    "CallRecord": "One sub-call at its position: `issued`, `started` or `done`.",
+    "CallState": '`"issued" | "started" | "done"`.',
+    "Decided": "`Replay.match`: the call asked for an approval that has been answered; run "
+               "it with that decision.",
+    "JournalStore": "The store's contract (a `Protocol`): `record_run`, `record_call`, "
+                    "`mark_started`, `record_call_result`, `mark_pending`, `resolve`, `claim`, "
+                    "`finish_run`, `load_run`, `list_pending`.",
+    "JournaledRun": "A run as its journal holds it; `open_approval` is the one waiting.",
+    "Live": "`Replay.match`: run the call through the pipeline, journaled at `position`.",
+    "Match": "`Answered | Decided | Live | Stop`.",
+    "PendingApproval": "A run waiting for an answer (`list_pending`).",
+    "Replay": "A journaled run consumed as its program makes its calls again: "
+              "`match(tool, arguments)`, `finish()`, `unused`; matches by tool, canonical "
+              "arguments and occurrence.",
+    "RunRecord": "What a run is, fixed when it starts.",
+    "RunStatus": '`"running" | "waiting" | "decided" | "done" | "failed"`.',
+    "SqliteJournalStore": "The default store: one SQLite file (WAL, one transaction per "
+                          "write), opened on first use; `aclose()`.",
+    "Stop": "`Replay.match`: the run must stop with a `journal-*` kind and one line for the "
+            "model.",
+    "StopKind": '`"journal-divergence" | "journal-in-doubt" | "journal-tools-changed" | '
+                '"journal-unavailable"`.',
+    "tools_fingerprint": "`sha256:<hex>` of the tools' names, parameter and output schemas "
+                         "(not their descriptions).",
     "McpConnectError": "`MCP_CONNECT_FAILED`: an MCP server could not be started or "
                        "reached.",
     "ModelError": "`MODEL_ERROR`: a model request failed; base of the model errors.",
