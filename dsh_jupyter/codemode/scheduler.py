@@ -182,7 +182,8 @@ class SubCallScheduler:
     async def _run_one(self, sub: SubCall) -> None:
         result: ToolResult | None = None
         try:
-            result = await self._journaled(sub)
+            journaled = sub.replayed is not None or sub.recording is not None
+            result = await self._journaled(sub) if journaled else None
             if result is not None:
                 self._settle_uncalled(sub, result)
             else:

@@ -53,11 +53,19 @@ async def main():
             count(f"read {path}")
             return f"<{path}>"
 
-        @registry.tool
+        @registry.tool(is_concurrency_safe=lambda _args: True)
         async def rm(path: str) -> str:
             "Remove a file."
             count(f"rm {path}")
             return f"removed {path}"
+
+        @registry.tool(is_concurrency_safe=lambda _args: True)
+        async def send(to: str) -> str:
+            "Send a mail: slow, and the host dies while it runs."
+            count(f"send {to}")
+            print("SENDING", flush=True)
+            await asyncio.sleep(600)
+            return "sent"
 
         registry.on_pre_execute(
             lambda execution, decision: Ask("rm deletes") if execution.name == "rm" else None)
@@ -96,13 +104,14 @@ await tools.rm({"path": "a.txt"})
 """
 
 
-async def _start_and_kill(journal: Path, counts: Path, program: str = PROGRAM) -> str:
-    """Run ``program`` in a host until its ``rm`` waits, SIGKILL the host's process
-    group, and return the waiting run's id."""
+async def _start_and_kill(journal: Path, counts: Path, program: str = PROGRAM,
+                          until: bytes = b"WAITING\n") -> str:
+    """Run ``program`` in a host until it prints ``until`` (its ``rm`` waits), SIGKILL
+    the host's process group, and return the waiting run's id."""
     host = await _host(str(journal), str(counts), "start", program)
     assert host.stdout is not None
     line = await asyncio.wait_for(host.stdout.readline(), 120)
-    assert line == b"WAITING\n", line
+    assert line == until, line
     os.killpg(host.pid, signal.SIGKILL)
     await host.wait()
     assert host.returncode == -signal.SIGKILL
@@ -110,6 +119,35 @@ async def _start_and_kill(journal: Path, counts: Path, program: str = PROGRAM) -
         (pending,) = await store.list_pending()
     assert pending.tool == "rm" and pending.arguments == {"path": "a.txt"}
     return pending.run_id
+
+
+IN_DOUBT = """
+import asyncio
+send = asyncio.ensure_future(tools.send({"to": "bob"}))
+await asyncio.sleep(0.5)  # send's body is running when rm asks
+await tools.rm({"path": "a.txt"})
+await send
+"""
+
+
+async def test_a_call_whose_body_ran_when_the_host_died_is_never_called_again(
+        tmp_path: Path) -> None:
+    journal, counts = tmp_path / "journal.sqlite", tmp_path / "bodies.txt"
+    host = await _host(str(journal), str(counts), "start", IN_DOUBT)
+    assert host.stdout is not None
+    seen = {await asyncio.wait_for(host.stdout.readline(), 120) for _ in range(2)}
+    assert seen == {b"WAITING\n", b"SENDING\n"}  # rm waits, send's body runs
+    os.killpg(host.pid, signal.SIGKILL)
+    await host.wait()
+    async with SqliteJournalStore(journal) as store:
+        (pending,) = await store.list_pending()
+    assert _lines(counts) == ["send bob"]
+    result = await _resume(journal, counts, pending.run_id)
+    assert result["is_error"] is True
+    assert str(result["text"]).startswith(
+        'Error: code run failed (journal-in-doubt): tools.send({"to": "bob"}) was running when '
+        "the run stopped and its outcome is unknown; it is not called again"), result
+    assert _lines(counts) == ["send bob"]  # neither send nor rm ran again
 
 
 async def _resume(journal: Path, counts: Path, run_id: str) -> dict[str, object]:
