@@ -187,8 +187,8 @@ class SqliteJournalStore:
             row = db.execute("SELECT position, reason, asked FROM approvals WHERE run_id = ?"
                              " AND decision IS NULL", (run_id,)).fetchone()
             if row is None or status != "waiting":
-                raise self._error(f"run {run_id} has no approval waiting (it is {status}): "
-                                  "answered already?", "JOURNAL_ANSWERED")
+                raise self._error(f"has no approval waiting in run {run_id} (it is {status}):"
+                                  " answered already?", "JOURNAL_ANSWERED")
             answered = time.time()
             db.execute("UPDATE approvals SET decision = ?, answered = ? WHERE run_id = ?"
                        " AND position = ?", (_dump(_approval_json(decision)), answered,
