@@ -179,8 +179,10 @@ def decision_line(run_id: str, record: ApprovalRecord, *, tool: str, host: str,
     host = _cell(host) or "?"
     resume = ("resume the run with the same tools and this journal, in Python: "
               f"await registry.resume({_quoted(run_id)})")
-    if state == "alive":
-        return f"{said}; its host {host} is running and picks the decision up"
+    if state == "alive":  # a run stopped in a process that goes on stays waiting too
+        return (f"{said}; its host {host} is running: it picks the decision up if the run "
+                f"still waits there, else resume the run in that process: await "
+                f"registry.resume({_quoted(run_id)})")
     if state == "gone":
         return f"{said}; its host {host} is gone: {resume}"
     return (f"{said}; its host {host} cannot be checked from here: if it still runs it "

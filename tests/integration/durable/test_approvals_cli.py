@@ -101,7 +101,9 @@ def test_approve_records_the_decision_once(journal: Path) -> None:
     done = cli("approve", "run-alive", "--journal", str(journal), "--note", "fine by me")
     assert done.returncode == 0, done.stderr
     assert done.stdout == (f'approved call 2 (rm) of run run-alive, note "fine by me"; its '
-                           f"host {current_host()} is running and picks the decision up\n")
+                           f"host {current_host()} is running: it picks the decision up if "
+                           "the run still waits there, else resume the run in that process: "
+                           'await registry.resume("run-alive")\n')
     run = asyncio.run(load(journal, "run-alive"))
     assert run.status == "decided"
     assert run.approvals[0].decision == Approval(approved=True, answered_by="cli",

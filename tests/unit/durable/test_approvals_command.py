@@ -97,7 +97,9 @@ def answer(approved: bool, note: str | None = None) -> ApprovalRecord:
 
 def test_the_decision_line_says_what_happens_next() -> None:
     assert decision_line("r1", answer(True), tool="rm", host="41@box", state="alive") == (
-        "approved call 2 (rm) of run r1; its host 41@box is running and picks the decision up")
+        "approved call 2 (rm) of run r1; its host 41@box is running: it picks the decision "
+        'up if the run still waits there, else resume the run in that process: await '
+        'registry.resume("r1")')
     assert decision_line("r1", answer(False, "not\ntoday"), tool="rm", host="41@box",
                          state="gone") == (
         'rejected call 2 (rm) of run r1, note "not\\ntoday"; its host 41@box is gone: resume '
