@@ -240,7 +240,8 @@ SUMMARIES: dict[str, str] = {
     "RunRecord": "What a run is, fixed when it starts.",
     "RunStatus": '`"running" | "waiting" | "decided" | "done" | "failed"`.',
     "SqliteJournalStore": "The default store: one SQLite file (WAL, one transaction per "
-                          "write), opened on first use; `aclose()`.",
+                          "write), opened on first use; `aclose()`; `create=False` opens "
+                          "an existing journal only.",
     "Stop": "`Replay.match`: the run must stop with a `journal-*` kind and one line for the "
             "model.",
     "StopKind": '`"journal-divergence" | "journal-in-doubt" | "journal-tools-changed" | '

@@ -10,6 +10,8 @@
     dsh-jupyter serve-mcp --wrap-url URL [--wrap-header 'NAME: VALUE' ...] [--mode ...]
     dsh-jupyter eval [--modes MODE ...] [-p NAME VALUE] [--param-file FILE] [-o DIR]
     dsh-jupyter export SESSION.jsonl -o NOTEBOOK.ipynb [--tools MODULE:ATTR] [--no-values]
+    dsh-jupyter approvals list --journal PATH [--json]     # runs waiting for an approval
+    dsh-jupyter approvals approve|reject RUN_ID --journal PATH [--note TEXT]
 """
 
 from __future__ import annotations
@@ -30,6 +32,8 @@ from typing import Any, TextIO
 
 from . import loading
 from ._help import plain_help
+from .durable.command import add_arguments as add_approvals_arguments
+from .durable.command import run_command as run_approvals
 from .evaluation.command import add_arguments as add_eval_arguments
 from .evaluation.command import run_command as run_eval
 from .events import SessionEvent
@@ -129,7 +133,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     add_eval_arguments(evaluate)
     export = commands.add_parser("export", help="export a session log to a runnable notebook")
     add_export_arguments(export)
+    approvals = commands.add_parser("approvals", help="list, approve or reject the approvals "
+                                    "journaled runs wait for")
+    add_approvals_arguments(approvals)
     options = parser.parse_args(argv)
+    if options.command == "approvals":
+        return run_approvals(options)
     if options.command == "eval":
         return run_eval(options)
     if options.command == "export":

@@ -25,14 +25,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
 import secrets
-import socket
 import time
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, cast
 
+from ..durable.host import current_host
 from ..durable.replay import Answered, Live, Match, Replay, Stop, StopKind
 from ..durable.store import CallOutcome, JournaledRun, JournalStore, RunRecord
 from ..errors import DshError, JournalError
@@ -45,8 +44,8 @@ if TYPE_CHECKING:
     from ..registry.policy import ApprovalService
     from ..registry.results import ToolResult
 
-__all__ = ["JOURNAL_POLL_SECONDS", "JournalStopped", "Resumption", "RunJournal", "host_alive",
-           "new_run_id", "start_journal", "this_host"]
+__all__ = ["JOURNAL_POLL_SECONDS", "JournalStopped", "Resumption", "RunJournal", "new_run_id",
+           "start_journal"]
 
 _log = logging.getLogger(__name__)
 
@@ -68,25 +67,6 @@ def new_run_id() -> str:
     return time.strftime("%Y%m%dT%H%M%SZ", time.gmtime()) + "-" + secrets.token_hex(4)
 
 
-def this_host() -> str:
-    """``<pid>@<hostname>`` of this process."""
-    return f"{os.getpid()}@{socket.gethostname()}"
-
-
-def host_alive(host: str) -> bool | None:
-    """Whether the process ``host`` names still runs: ``None`` for another machine's."""
-    pid, _, name = host.partition("@")
-    if name != socket.gethostname() or not pid.isdigit():
-        return None
-    try:
-        os.kill(int(pid), 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
 @dataclass(frozen=True, slots=True)
 class Resumption:
     """A run ``registry.resume`` took up (claimed) for its ``run_code`` call to replay."""
@@ -106,7 +86,7 @@ async def start_journal(store: JournalStore, resumption: Resumption | None, *, p
         try:
             await store.record_run(RunRecord(run_id=run_id, program=program,
                                              tools_fingerprint=fingerprint, call_id=call_id,
-                                             scope=scope, host=this_host()))
+                                             scope=scope, host=current_host()))
         except JournalError as exc:
             _log.warning("a run could not be journaled: %s", exc.message)
             return Stop("journal-unavailable", "the run's journal could not record the run; "
@@ -267,7 +247,7 @@ class RunJournal:
                     if exc.code != "JOURNAL_ANSWERED":
                         raise
                     answer = await self._last_decision() or answer
-            claimed = await self.store.claim(self.run_id, this_host())
+            claimed = await self.store.claim(self.run_id, current_host())
         except JournalError as exc:
             return self._refused(exc, "could not record the answer to an approval")
         if not claimed:

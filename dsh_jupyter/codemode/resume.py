@@ -13,11 +13,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from ..durable.host import current_host, host_state
 from ..durable.replay import Replay
 from ..errors import JournalError, RegistrationError
 from ..registry.execution import ToolCall
 from ..registry.scope import RESERVED_NAME
-from .journal import Resumption, host_alive, this_host
+from .journal import Resumption
 
 if TYPE_CHECKING:
     from ..abort import AbortSignal
@@ -41,8 +42,8 @@ async def resume_run(registry: CodeModeHost, resumptions: dict[str, Resumption],
         raise JournalError(f"the journal has no run {run_id}: `dsh-jupyter approvals list` "
                            "shows the runs waiting", code="JOURNAL_UNKNOWN_RUN")
     host = journaled.run.host
-    if journaled.status in ("waiting", "decided") and host != this_host() \
-            and host_alive(host):
+    if journaled.status in ("waiting", "decided") and host != current_host() \
+            and host_state(host) == "alive":
         raise JournalError(f"run {run_id} still has its host, process {host}: answer it there "
                            "(its card, or `dsh-jupyter approvals approve`), which goes on "
                            "with it", code="JOURNAL_NOT_RESUMABLE")
@@ -51,7 +52,7 @@ async def resume_run(registry: CodeModeHost, resumptions: dict[str, Resumption],
         journaled = await store.load_run(run_id)
         assert journaled is not None
     replay = Replay(journaled)  # refuses a run that is not paused on an answered approval
-    if not await store.claim(run_id, this_host()):
+    if not await store.claim(run_id, current_host()):
         raise JournalError(f"run {run_id} was taken up by another process first",
                            code="JOURNAL_NOT_RESUMABLE")
     call_id = journaled.run.call_id

@@ -19,8 +19,10 @@ finishes its transaction. Several stores, in one process or several, may open on
 SQLite serialises their writes (a writer waits up to ``busy_timeout`` seconds).
 
 The schema (``meta`` names the format and its version; docs/approvals-durable.md explains
-each column) is created when the file is new or empty; a file that is not a journal, or
-one written by a newer format, is refused with one line naming the path.
+each column) is created when the file is new or empty, unless the store was made with
+``create=False`` (then a missing or empty file is refused); a file that is not a journal,
+or one written by a newer format, is refused with one line naming the path, and left as
+it was.
 """
 
 from __future__ import annotations
@@ -103,9 +105,14 @@ class SqliteJournalStore:
     with``, which opens it at once); :meth:`aclose` (or leaving the ``async with``)
     closes it, and a later operation opens it again."""
 
-    def __init__(self, path: str | os.PathLike[str], *, busy_timeout: float = 5.0) -> None:
+    def __init__(self, path: str | os.PathLike[str], *, busy_timeout: float = 5.0,
+                 create: bool = True) -> None:
+        """``create=False`` opens an existing journal only: a missing file is an error, not
+        a new journal (what a reader such as ``dsh-jupyter approvals`` wants: a mistyped
+        path must not leave an empty journal behind)."""
         self.path = Path(path).expanduser()
         self._busy_timeout = busy_timeout
+        self._create = create
         self._db: sqlite3.Connection | None = None
         self._lock = threading.Lock()
 
@@ -180,8 +187,8 @@ class SqliteJournalStore:
             row = db.execute("SELECT position, reason, asked FROM approvals WHERE run_id = ?"
                              " AND decision IS NULL", (run_id,)).fetchone()
             if row is None or status != "waiting":
-                raise self._error(f"run {run_id} has no approval waiting (it is {status}): "
-                                  "answered already?", "JOURNAL_ANSWERED")
+                raise self._error(f"has no approval waiting in run {run_id} (it is {status}):"
+                                  " answered already?", "JOURNAL_ANSWERED")
             answered = time.time()
             db.execute("UPDATE approvals SET decision = ?, answered = ? WHERE run_id = ?"
                        " AND position = ?", (_dump(_approval_json(decision)), answered,
@@ -228,16 +235,29 @@ class SqliteJournalStore:
 
     # The connection ----------------------------------------------------------------------
     def _open(self) -> sqlite3.Connection:
+        # Without create, mode=rw: SQLite opens the file only if it exists, and never makes it.
+        target = self.path if self._create else f"{self.path.absolute().as_uri()}?mode=rw"
         try:
-            db = sqlite3.connect(self.path, timeout=self._busy_timeout, isolation_level=None,
-                                 check_same_thread=False)
+            db = sqlite3.connect(target, timeout=self._busy_timeout, isolation_level=None,
+                                 check_same_thread=False, uri=not self._create)
         except sqlite3.Error as exc:
+            if not self._create and not self.path.exists():
+                raise self._error("does not exist: check the path (a journal is created by "
+                                  "the process that records runs into it)",
+                                  "JOURNAL_UNREADABLE") from None
             raise self._unreadable(exc) from None
         try:
+            # Checked before anything is written: a file that is not a journal is left as it
+            # was (switching it to WAL would change it).
+            is_journal = self._is_journal(db)
+            if not is_journal and not self._create:
+                raise self._error("is empty, not a journal: check the path",
+                                  "JOURNAL_UNREADABLE")
             db.execute("PRAGMA journal_mode = WAL")
             db.execute("PRAGMA synchronous = FULL")
             db.execute("PRAGMA foreign_keys = ON")
-            self._check_or_create(db)
+            if not is_journal:
+                self._create_schema(db)
         except BaseException as exc:
             db.close()
             if isinstance(exc, sqlite3.Error):
@@ -245,28 +265,35 @@ class SqliteJournalStore:
             raise
         return db
 
-    def _check_or_create(self, db: sqlite3.Connection) -> None:
+    def _is_journal(self, db: sqlite3.Connection) -> bool:
+        """``True`` for a journal this version reads, ``False`` for an empty database; a
+        file that is something else is refused."""
+        tables = {row[0] for row in db.execute(
+            "SELECT name FROM sqlite_master WHERE type = 'table'")}
+        if not tables:
+            return False
+        meta = dict(db.execute("SELECT key, value FROM meta").fetchall()) \
+            if "meta" in tables else {}
+        if meta.get("format") != FORMAT:
+            raise self._error(f"is an SQLite database but not a {FORMAT}: {_MOVE_AWAY}",
+                              "JOURNAL_UNREADABLE")
+        version = meta.get("version", "")
+        if not version.isdigit() or int(version) > FORMAT_VERSION:
+            raise self._error(f"has format version {version}, newer than this "
+                              f"dsh-jupyter's {FORMAT_VERSION}: upgrade dsh-jupyter, "
+                              f"or {_MOVE_AWAY}", "JOURNAL_UNREADABLE")
+        return True
+
+    def _create_schema(self, db: sqlite3.Connection) -> None:
+        # Checked again under the write lock: another store may have created it meanwhile.
         db.execute("BEGIN IMMEDIATE")
         try:
-            tables = {row[0] for row in db.execute(
-                "SELECT name FROM sqlite_master WHERE type = 'table'")}
-            if not tables:
+            if not self._is_journal(db):
                 for statement in _SCHEMA.split(";"):
                     if statement.strip():
                         db.execute(statement)
                 db.executemany("INSERT INTO meta (key, value) VALUES (?, ?)",
                                (("format", FORMAT), ("version", str(FORMAT_VERSION))))
-            else:
-                meta = dict(db.execute("SELECT key, value FROM meta").fetchall()) \
-                    if "meta" in tables else {}
-                if meta.get("format") != FORMAT:
-                    raise self._error(f"is an SQLite database but not a {FORMAT}: {_MOVE_AWAY}",
-                                      "JOURNAL_UNREADABLE")
-                version = meta.get("version", "")
-                if not version.isdigit() or int(version) > FORMAT_VERSION:
-                    raise self._error(f"has format version {version}, newer than this "
-                                      f"dsh-jupyter's {FORMAT_VERSION}: upgrade dsh-jupyter, "
-                                      f"or {_MOVE_AWAY}", "JOURNAL_UNREADABLE")
             db.execute("COMMIT")
         except BaseException:
             _roll_back(db)

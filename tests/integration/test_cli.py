@@ -65,7 +65,8 @@ def test_bad_tools_spec_is_explained() -> None:
     assert done.returncode != 0 and "cannot load" in done.stderr
 
 
-@pytest.mark.parametrize("command", ["", "demo", "run", "sdk", "serve-mcp", "eval", "export"])
+@pytest.mark.parametrize("command", ["", "demo", "run", "sdk", "serve-mcp", "eval", "export",
+                                     "approvals", "approvals list", "approvals approve"])
 def test_help_is_plain_text(command: str, capsys: pytest.CaptureFixture[str]) -> None:
     """--help shows no reStructuredText (``literals``, ::, :roles:) from the docstrings."""
     with pytest.raises(SystemExit) as exited:

@@ -6,6 +6,7 @@ tests/integration/durable/test_store_kill.py, the unit tier starts no process.)"
 from __future__ import annotations
 
 import asyncio
+import os
 import sqlite3
 from pathlib import Path
 
@@ -187,6 +188,11 @@ async def test_another_sqlite_database_or_a_newer_journal_is_refused(tmp_path: P
                        r"not a dsh-jupyter journal: move the file away"):
         async with SqliteJournalStore(other):
             pass
+    # Left as it was: still in its own journal mode (not switched to WAL), no files beside it.
+    with sqlite3.connect(other) as db:
+        assert db.execute("PRAGMA journal_mode").fetchone() == ("delete",)
+    db.close()
+    assert os.listdir(tmp_path) == ["app.sqlite"]
 
     newer = tmp_path / "newer.sqlite"
     async with SqliteJournalStore(newer):
@@ -207,6 +213,45 @@ async def test_a_missing_folder_says_so(tmp_path: Path) -> None:
         async with SqliteJournalStore(path):
             pass
     assert not path.parent.exists()
+
+
+@pytest.mark.parametrize("where", ["journal.sqlite", "no/such/journal.sqlite"])
+async def test_without_create_a_missing_file_is_refused_and_not_made(
+        tmp_path: Path, where: str) -> None:
+    path = tmp_path / where
+    with pytest.raises(JournalError) as missing:
+        async with SqliteJournalStore(path, create=False):
+            pass
+    assert str(missing.value) == (f"the journal {path} does not exist: check the path (a "
+                                  "journal is created by the process that records runs into it)")
+    assert missing.value.code == "JOURNAL_UNREADABLE"
+    assert os.listdir(tmp_path) == []
+
+
+async def test_without_create_an_empty_file_is_refused_and_left_empty(tmp_path: Path) -> None:
+    path = tmp_path / "typo.sqlite"
+    path.touch()
+    with pytest.raises(JournalError, match=rf"^the journal {path} is empty, not a journal: "
+                       "check the path$"):
+        async with SqliteJournalStore(path, create=False):
+            pass
+    assert path.read_bytes() == b""
+    assert os.listdir(tmp_path) == [path.name]
+
+
+async def test_without_create_an_existing_journal_opens(tmp_path: Path) -> None:
+    path = tmp_path / "odd name?#%.sqlite"  # characters a file: URI must escape
+    async with SqliteJournalStore(path) as host:
+        await host.record_run(a_run())
+        await host.record_call("run-1", 1, "rm", {"path": "a"})
+        await host.mark_pending("run-1", 1, "deletes")
+    async with SqliteJournalStore(path, create=False) as reader:
+        [pending] = await reader.list_pending()
+        assert pending.reason == "deletes"
+        await reader.resolve("run-1", Approval(approved=True, answered_by="cli"))
+    async with SqliteJournalStore(path) as host:
+        loaded = await host.load_run("run-1")
+        assert loaded is not None and loaded.status == "decided"
 
 
 async def test_nothing_touches_the_file_before_the_first_operation(tmp_path: Path) -> None:

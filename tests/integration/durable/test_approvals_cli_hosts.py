@@ -1,0 +1,169 @@
+"""``dsh-jupyter approvals`` with real hosts: a process running a journaled program on a
+real kernel waits for an approval nobody in it answers. Approved from the command line
+while the host runs, the host picks the decision up and finishes the run; rejected after
+the host was SIGKILLed, the command says the run must be resumed, and ``resume(run_id)``
+(no decision: the recorded one) in a new process finishes it, the rejected call not run.
+Each tool body appends a line to a file, so the test counts what ran."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import socket
+import sys
+from pathlib import Path
+
+import pytest
+
+from dsh_jupyter.durable import SqliteJournalStore
+
+pytestmark = pytest.mark.timeout(180)
+
+# ``start``: run the program, print WAITING when rm asks (nobody here answers), and the
+# result as JSON if it ends; ``resume RUN_ID``: resume with the decision recorded already.
+HOST = r"""
+import asyncio, json, sys
+from dsh_jupyter import ToolCall, ToolRegistry
+from dsh_jupyter.kernel import KernelRuntime
+from dsh_jupyter.registry.policy import Ask
+
+journal, counts, how = sys.argv[1], sys.argv[2], sys.argv[3]
+
+class NobodyAnswers:
+    async def request(self, execution, reason):
+        print("WAITING", flush=True)
+        await asyncio.Event().wait()
+
+def count(line):
+    with open(counts, "a") as f:
+        f.write(line + "\n")
+
+async def main():
+    async with KernelRuntime() as runtime:
+        registry = ToolRegistry(mode="code", code_runtime=runtime, journal=journal,
+                                approval=NobodyAnswers())
+
+        @registry.tool
+        async def read(path: str) -> str:
+            "Read a file."
+            count(f"read {path}")
+            return f"<{path}>"
+
+        @registry.tool
+        async def rm(path: str) -> str:
+            "Remove a file."
+            count(f"rm {path}")
+            return f"removed {path}"
+
+        registry.on_pre_execute(
+            lambda execution, decision: Ask("rm deletes") if execution.name == "rm" else None)
+        if how == "start":
+            result = await registry.execute(ToolCall(call_id="c1", name="run_code", arguments={
+                "code": sys.argv[4], "description": "clean up"}))
+        else:
+            result = await registry.resume(sys.argv[4])
+        print(json.dumps({"is_error": result.is_error, "text": result.text}), flush=True)
+        await registry.aclose()
+
+asyncio.run(main())
+"""
+
+PROGRAM = """
+await tools.read({"path": "a.txt"})
+try:
+    print(await tools.rm({"path": "a.txt"}))
+except ToolCallError as error:
+    print("refused:", error)
+return await tools.read({"path": "b.txt"})
+"""
+
+
+async def _start(journal: Path, counts: Path) -> asyncio.subprocess.Process:
+    """A host whose run waits for rm's approval (its own question is never answered)."""
+    host = await asyncio.create_subprocess_exec(
+        sys.executable, "-c", HOST, str(journal), str(counts), "start", PROGRAM,
+        stdout=asyncio.subprocess.PIPE, start_new_session=True)
+    assert host.stdout is not None
+    line = await asyncio.wait_for(host.stdout.readline(), 120)
+    assert line == b"WAITING\n", line
+    return host
+
+
+async def _cli(*args: str) -> tuple[int, str, str]:
+    env = {name: value for name, value in os.environ.items() if name != "DSH_JOURNAL"}
+    done = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "dsh_jupyter.cli", "approvals", *args, env=env,
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+    out, err = await asyncio.wait_for(done.communicate(), 60)
+    assert done.returncode is not None
+    return done.returncode, out.decode(), err.decode()
+
+
+def _lines(path: Path) -> list[str]:
+    return path.read_text().splitlines() if path.exists() else []
+
+
+async def _only_run_waiting(journal: Path) -> str:
+    code, out, err = await _cli("list", "--journal", str(journal), "--json")
+    assert code == 0, err
+    (row,) = json.loads(out)
+    assert (row["tool"], row["arguments"], row["reason"]) == ("rm", {"path": "a.txt"},
+                                                              "rm deletes")
+    return str(row["run_id"])
+
+
+async def test_approved_from_the_command_line_a_live_host_goes_on(tmp_path: Path) -> None:
+    journal, counts = tmp_path / "runs.sqlite", tmp_path / "bodies.txt"
+    host = await _start(journal, counts)
+    try:
+        run_id = await _only_run_waiting(journal)
+        code, out, err = await _cli("list", "--journal", str(journal))
+        assert code == 0, err
+        assert out.splitlines()[1].endswith(f"{host.pid}@{socket.gethostname()} (alive)")
+
+        code, out, err = await _cli("approve", run_id, "--journal", str(journal))
+        assert code == 0, err
+        assert out.startswith(f"approved call 2 (rm) of run {run_id}; its host {host.pid}@")
+        assert "is running: it picks the decision up" in out
+
+        assert host.stdout is not None
+        ended = json.loads(await asyncio.wait_for(host.stdout.readline(), 120))
+        assert ended["is_error"] is False, ended
+        assert await asyncio.wait_for(host.wait(), 60) == 0
+    finally:
+        if host.returncode is None:
+            os.killpg(host.pid, signal.SIGKILL)
+            await host.wait()
+    assert _lines(counts) == ["read a.txt", "rm a.txt", "read b.txt"]
+    async with SqliteJournalStore(journal) as store:
+        run = await store.load_run(run_id)
+    assert run is not None and run.status == "done"
+    decision = run.approvals[0].decision
+    assert decision is not None and (decision.approved, decision.answered_by) == (True, "cli")
+
+
+async def test_rejected_after_the_host_died_the_run_resumes_without_the_call(
+        tmp_path: Path) -> None:
+    journal, counts = tmp_path / "runs.sqlite", tmp_path / "bodies.txt"
+    host = await _start(journal, counts)
+    os.killpg(host.pid, signal.SIGKILL)  # the host and its kernels
+    await host.wait()
+    run_id = await _only_run_waiting(journal)
+
+    code, out, err = await _cli("reject", run_id, "--journal", str(journal),
+                                "--note", "keep a.txt")
+    assert code == 0, err
+    assert out.endswith(f" is gone: resume the run with the same tools and this journal, in "
+                        f'Python: await registry.resume("{run_id}")\n')
+
+    resumed = await asyncio.create_subprocess_exec(
+        sys.executable, "-c", HOST, str(journal), str(counts), "resume", run_id,
+        stdout=asyncio.subprocess.PIPE)
+    out_bytes, _ = await asyncio.wait_for(resumed.communicate(), 120)
+    assert resumed.returncode == 0, out_bytes
+    result = json.loads(out_bytes.decode().splitlines()[-1])
+    assert result["is_error"] is False, result
+    assert "refused: rm deletes (rejected by cli: keep a.txt)" in result["text"]
+    assert _lines(counts) == ["read a.txt", "read b.txt"]  # rm never ran; a.txt read once
