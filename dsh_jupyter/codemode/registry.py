@@ -91,9 +91,11 @@ class ToolRegistry(RegistryCore):
         self.run_code_images = run_code_images
         self._run_code_max_chars = check_max_chars(run_code_max_chars)
         self.max_parallel_sub_calls = max_parallel_sub_calls
-        self._journal, self._own_journal = _journal_store(journal)
+        self._journal: JournalStore | None = None
+        self._own_journal = False
         self._code_runtime: CodeRuntime | None = None
         self.code_runtime = code_runtime
+        self.journal = journal
         self._check_programs: CheckPrograms = "off"
         self.check_programs = check_programs
         code_mode = CodeMode(self)
@@ -107,6 +109,13 @@ class ToolRegistry(RegistryCore):
         ``None``. ``await registry.journal.list_pending()`` lists the runs waiting for an
         approval."""
         return self._journal
+
+    @journal.setter
+    def journal(self, journal: JournalStore | str | os.PathLike[str] | None) -> None:
+        runtime = self._code_runtime
+        if journal is not None and runtime is not None and runtime.info.stateful:
+            raise RegistrationError(_STATEFUL_JOURNAL)
+        self._journal, self._own_journal = _journal_store(journal)
 
     async def resume(self, run_id: str, decision: Approval | None = None, *,
                      agent: ScopeView | None = None,
@@ -176,11 +185,14 @@ class ToolRegistry(RegistryCore):
     def code_runtime(self, runtime: CodeRuntime | None) -> None:
         adapted = None if runtime is None else as_code_runtime(runtime)
         if adapted is not None and adapted.info.stateful and self._journal is not None:
-            raise RegistrationError(
-                "a journaled registry runs programs on fresh kernels only: a stateful "
-                "runtime's kept state is not in the journal, so a resume could not replay it "
-                "(use KernelRuntime() without stateful=True, or drop journal=)")
+            raise RegistrationError(_STATEFUL_JOURNAL)
         self._code_runtime = adapted
+
+
+_STATEFUL_JOURNAL = (
+    "a journaled registry runs programs on fresh kernels only: a stateful runtime's kept "
+    "state is not in the journal, so a resume could not replay it (use KernelRuntime() "
+    "without stateful=True, or drop journal=)")
 
 
 def _journal_store(journal: JournalStore | str | os.PathLike[str] | None

@@ -75,6 +75,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                             help="the run's id, as approvals list shows it")
         answer.add_argument("--note", default=None, metavar="TEXT",
                             help="a note recorded with the decision")
+        answer.add_argument("--tools", default=None, metavar="MODULE:ATTR",
+                            help="the run's tools (as `dsh-jupyter run --tools` names them): "
+                                 "when the run's host is gone, resume the run here, in a "
+                                 "fresh kernel, and print its result")
+        answer.add_argument("--scope", default=None, metavar="NAME",
+                            help="with --tools: the agent scope the run was made in")
 
 
 def run_command(options: argparse.Namespace, *, out: TextIO | None = None) -> int:
@@ -85,7 +91,7 @@ def run_command(options: argparse.Namespace, *, out: TextIO | None = None) -> in
             return asyncio.run(_list(options.journal, as_json=options.json, out=out))
         return asyncio.run(_answer(options.journal, options.run_id,
                                    approved=options.action == "approve", note=options.note,
-                                   out=out))
+                                   tools=options.tools, scope=options.scope, out=out))
     except JournalError as error:
         print(f"{_PREFIX}: {error}", file=sys.stderr)
         return 1
@@ -106,7 +112,7 @@ async def _list(path: Path, *, as_json: bool, out: TextIO) -> int:
 
 
 async def _answer(path: Path, run_id: str, *, approved: bool, note: str | None,
-                  out: TextIO) -> int:
+                  tools: str | None = None, scope: str | None = None, out: TextIO) -> int:
     async with SqliteJournalStore(path, create=False) as journal:
         try:
             record = await journal.resolve(
@@ -121,9 +127,56 @@ async def _answer(path: Path, run_id: str, *, approved: bool, note: str | None,
             return 1
         run = await journal.load_run(run_id)
     assert run is not None  # resolve found it, and runs are never removed
-    print(decision_line(run_id, record, tool=_tool_at(run, record.position), host=run.run.host,
-                        state=host_state(run.run.host)), file=out)
-    return 0
+    state = host_state(run.run.host)
+    if tools is None or state == "alive":
+        print(decision_line(run_id, record, tool=_tool_at(run, record.position),
+                            host=run.run.host, state=state), file=out)
+        return 0
+    print(f"{_decision(record)} call {record.position} ({_cell(_tool_at(run, record.position))})"
+          f" of run {_cell(run_id)}; resuming it here with {_cell(tools)}", file=out)
+    return await _resume_here(path, run_id, tools, scope, out)
+
+
+async def _resume_here(path: Path, run_id: str, spec: str, scope: str | None,
+                       out: TextIO) -> int:
+    """Resume ``run_id`` on the tools ``spec`` names, in a fresh kernel of this process,
+    and print its result: 0 when the run succeeded, 1 when it failed."""
+    from ..kernel import KernelRuntime
+    from ..loading import ToolsSpecError, open_registry
+
+    try:
+        async with open_registry(spec) as registry:
+            own = registry.journal
+            made = SqliteJournalStore(path, create=False) if own is None else None
+            if made is not None:
+                registry.journal = made
+            elif not _same_file(getattr(own, "path", path), path):
+                raise ToolsSpecError(f"{spec!r} journals to {getattr(own, 'path', own)}, not "
+                                     f"{path}: pass that journal, or a registry without one")
+            if registry.mode == "native":
+                registry.mode = "code"
+            agent = registry.find_scope(scope) if scope is not None else None
+            if scope is not None and agent is None:
+                raise ToolsSpecError(f"{spec!r} has no scope {scope!r}")
+            async with KernelRuntime() as runtime:
+                if registry.code_runtime is None:
+                    registry.code_runtime = runtime
+                try:
+                    result = await registry.resume(run_id, agent=agent)
+                finally:
+                    await registry.aclose()
+                    if made is not None:
+                        await made.aclose()
+    except ToolsSpecError as error:
+        print(f"{_PREFIX}: {error}", file=sys.stderr)
+        return 2
+    status = "failed" if result.is_error else "ok"
+    print(f"run_code {status}:\n{result.text}", file=out)
+    return 1 if result.is_error else 0
+
+
+def _same_file(a: str | os.PathLike[str], b: str | os.PathLike[str]) -> bool:
+    return os.path.realpath(a) == os.path.realpath(b)
 
 
 # Formatting (pure) -------------------------------------------------------------------------

@@ -167,3 +167,66 @@ async def test_rejected_after_the_host_died_the_run_resumes_without_the_call(
     assert result["is_error"] is False, result
     assert "refused: rm deletes (rejected by cli: keep a.txt)" in result["text"]
     assert _lines(counts) == ["read a.txt", "read b.txt"]  # rm never ran; a.txt read once
+
+
+# The same tools as HOST's, as `--tools journal_tools:tools` names them.
+TOOLS_MODULE = r"""
+import os
+from dsh_jupyter import ToolRegistry
+from dsh_jupyter.registry.policy import Ask
+
+def count(line):
+    with open(os.environ["DSH_TEST_COUNTS"], "a") as f:
+        f.write(line + "\n")
+
+def tools():
+    registry = ToolRegistry(mode="code")
+
+    @registry.tool
+    async def read(path: str) -> str:
+        "Read a file."
+        count(f"read {path}")
+        return f"<{path}>"
+
+    @registry.tool
+    async def rm(path: str) -> str:
+        "Remove a file."
+        count(f"rm {path}")
+        return f"removed {path}"
+
+    registry.on_pre_execute(
+        lambda execution, decision: Ask("rm deletes") if execution.name == "rm" else None)
+    return registry
+"""
+
+
+async def test_approved_with_tools_after_the_host_died_the_command_resumes_it(
+        tmp_path: Path) -> None:
+    journal, counts = tmp_path / "runs.sqlite", tmp_path / "bodies.txt"
+    (tmp_path / "journal_tools.py").write_text(TOOLS_MODULE)
+    host = await _start(journal, counts)
+    os.killpg(host.pid, signal.SIGKILL)
+    await host.wait()
+    run_id = await _only_run_waiting(journal)
+
+    env = {**os.environ, "DSH_TEST_COUNTS": str(counts)}
+    env.pop("DSH_JOURNAL", None)
+    done = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "dsh_jupyter.cli", "approvals", "approve", run_id,
+        "--journal", str(journal), "--tools", "journal_tools:tools", cwd=tmp_path, env=env,
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+    out_bytes, err_bytes = await asyncio.wait_for(done.communicate(), 120)
+    out, err = out_bytes.decode(), err_bytes.decode()
+    assert done.returncode == 0, (out, err)
+    assert out.startswith(f"approved call 2 (rm) of run {run_id}; resuming it here with "
+                          "journal_tools:tools\nrun_code ok:\n"), out
+    assert "removed a.txt" in out and "<b.txt>" in out
+    assert _lines(counts) == ["read a.txt", "rm a.txt", "read b.txt"]  # each once
+    async with SqliteJournalStore(journal) as store:
+        run = await store.load_run(run_id)
+    assert run is not None and run.status == "done"
+
+    # Again: the run is over, nothing is resumed or called.
+    code, _, again = await _cli("approve", run_id, "--journal", str(journal))
+    assert code == 1 and "was answered already" in again and "the run is done" in again
+    assert _lines(counts) == ["read a.txt", "rm a.txt", "read b.txt"]
