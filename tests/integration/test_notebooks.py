@@ -135,6 +135,14 @@ def test_the_lab_extra_brings_everything_the_tutorials_import() -> None:
     assert not missing, f"the tutorials import what [lab] does not bring: {missing}"
 
 
+def test_the_lab_extra_brings_the_type_checker() -> None:
+    """09 checks programs with ty, a program it runs and never imports (so the test above
+    cannot see it): [lab] carries the [check] extra's requirement, pinned the same."""
+    extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"][
+        "optional-dependencies"]
+    assert set(extras["check"]) <= set(extras["lab"]), (extras["check"], extras["lab"])
+
+
 @pytest.mark.kernel
 @pytest.mark.timeout(600)
 def test_tutorials_pass_nbval() -> None:
