@@ -44,7 +44,7 @@ def test_the_tutorials_are_there() -> None:
     assert [p.name for p in tutorials()] == [
         "01-quickstart.ipynb", "02-policies.ipynb", "03-code-mode.ipynb",
         "04-widgets-and-replay.ipynb", "05-agents.ipynb", "06-mcp.ipynb",
-        "07-notebook-experience.ipynb", "08-sessions.ipynb"]
+        "07-notebook-experience.ipynb", "08-sessions.ipynb", "09-checked-and-readable.ipynb"]
 
 
 @pytest.mark.parametrize("path", tutorials(), ids=lambda p: p.name)
