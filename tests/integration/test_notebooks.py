@@ -44,7 +44,7 @@ def test_the_tutorials_are_there() -> None:
     assert [p.name for p in tutorials()] == [
         "01-quickstart.ipynb", "02-policies.ipynb", "03-code-mode.ipynb",
         "04-widgets-and-replay.ipynb", "05-agents.ipynb", "06-mcp.ipynb",
-        "07-notebook-experience.ipynb", "08-sessions.ipynb"]
+        "07-notebook-experience.ipynb", "08-sessions.ipynb", "09-checked-and-readable.ipynb"]
 
 
 @pytest.mark.parametrize("path", tutorials(), ids=lambda p: p.name)
@@ -133,6 +133,14 @@ def test_the_lab_extra_brings_everything_the_tutorials_import() -> None:
     lab = _lab_closure()
     missing = sorted(f"{module} ({dist})" for module, dist in needed.items() if dist not in lab)
     assert not missing, f"the tutorials import what [lab] does not bring: {missing}"
+
+
+def test_the_lab_extra_brings_the_type_checker() -> None:
+    """09 checks programs with ty, a program it runs and never imports (so the test above
+    cannot see it): [lab] carries the [check] extra's requirement, pinned the same."""
+    extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"][
+        "optional-dependencies"]
+    assert set(extras["check"]) <= set(extras["lab"]), (extras["check"], extras["lab"])
 
 
 @pytest.mark.kernel
