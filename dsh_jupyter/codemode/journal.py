@@ -14,7 +14,7 @@ Who calls what:
   submitted, :meth:`RunJournal.record` before it runs, gives the call its gates
   (:meth:`RunJournal.gate`: its approval service and its ``before_body``), and records its
   outcome (:meth:`RunJournal.outcome`);
-- ``run_code`` opens the run (:func:`open_run`) and ends it (:meth:`RunJournal.finish`).
+- ``run_code`` opens the run (:func:`start_journal`) and ends it (:meth:`RunJournal.finish`).
 
 Failing closed: when the store fails, the call it was about is not run, the run stops
 with ``journal-unavailable``, and the store's own error (it names the file) goes to the

@@ -21,54 +21,8 @@ from dsh_jupyter.durable import SqliteJournalStore
 
 pytestmark = pytest.mark.timeout(180)
 
-# ``start``: run the program, print WAITING when rm asks (nobody here answers), and the
-# result as JSON if it ends; ``resume RUN_ID``: resume with the decision recorded already.
-HOST = r"""
-import asyncio, json, sys
-from dsh_jupyter import ToolCall, ToolRegistry
-from dsh_jupyter.kernel import KernelRuntime
-from dsh_jupyter.registry.policy import Ask
-
-journal, counts, how = sys.argv[1], sys.argv[2], sys.argv[3]
-
-class NobodyAnswers:
-    async def request(self, execution, reason):
-        print("WAITING", flush=True)
-        await asyncio.Event().wait()
-
-def count(line):
-    with open(counts, "a") as f:
-        f.write(line + "\n")
-
-async def main():
-    async with KernelRuntime() as runtime:
-        registry = ToolRegistry(mode="code", code_runtime=runtime, journal=journal,
-                                approval=NobodyAnswers())
-
-        @registry.tool
-        async def read(path: str) -> str:
-            "Read a file."
-            count(f"read {path}")
-            return f"<{path}>"
-
-        @registry.tool
-        async def rm(path: str) -> str:
-            "Remove a file."
-            count(f"rm {path}")
-            return f"removed {path}"
-
-        registry.on_pre_execute(
-            lambda execution, decision: Ask("rm deletes") if execution.name == "rm" else None)
-        if how == "start":
-            result = await registry.execute(ToolCall(call_id="c1", name="run_code", arguments={
-                "code": sys.argv[4], "description": "clean up"}))
-        else:
-            result = await registry.resume(sys.argv[4])
-        print(json.dumps({"is_error": result.is_error, "text": result.text}), flush=True)
-        await registry.aclose()
-
-asyncio.run(main())
-"""
+SUPPORT = Path(__file__).resolve().parents[2] / "support"
+HOST = SUPPORT / "journal_host.py"
 
 PROGRAM = """
 await tools.read({"path": "a.txt"})
@@ -83,7 +37,7 @@ return await tools.read({"path": "b.txt"})
 async def _start(journal: Path, counts: Path) -> asyncio.subprocess.Process:
     """A host whose run waits for rm's approval (its own question is never answered)."""
     host = await asyncio.create_subprocess_exec(
-        sys.executable, "-c", HOST, str(journal), str(counts), "start", PROGRAM,
+        sys.executable, str(HOST), str(journal), str(counts), "start", PROGRAM,
         stdout=asyncio.subprocess.PIPE, start_new_session=True)
     assert host.stdout is not None
     line = await asyncio.wait_for(host.stdout.readline(), 120)
@@ -159,7 +113,7 @@ async def test_rejected_after_the_host_died_the_run_resumes_without_the_call(
                         f'Python: await registry.resume("{run_id}")\n')
 
     resumed = await asyncio.create_subprocess_exec(
-        sys.executable, "-c", HOST, str(journal), str(counts), "resume", run_id,
+        sys.executable, str(HOST), str(journal), str(counts), "resume", run_id,
         stdout=asyncio.subprocess.PIPE)
     out_bytes, _ = await asyncio.wait_for(resumed.communicate(), 120)
     assert resumed.returncode == 0, out_bytes
@@ -169,41 +123,9 @@ async def test_rejected_after_the_host_died_the_run_resumes_without_the_call(
     assert _lines(counts) == ["read a.txt", "read b.txt"]  # rm never ran; a.txt read once
 
 
-# The same tools as HOST's, as `--tools journal_tools:tools` names them.
-TOOLS_MODULE = r"""
-import os
-from dsh_jupyter import ToolRegistry
-from dsh_jupyter.registry.policy import Ask
-
-def count(line):
-    with open(os.environ["DSH_TEST_COUNTS"], "a") as f:
-        f.write(line + "\n")
-
-def tools():
-    registry = ToolRegistry(mode="code")
-
-    @registry.tool
-    async def read(path: str) -> str:
-        "Read a file."
-        count(f"read {path}")
-        return f"<{path}>"
-
-    @registry.tool
-    async def rm(path: str) -> str:
-        "Remove a file."
-        count(f"rm {path}")
-        return f"removed {path}"
-
-    registry.on_pre_execute(
-        lambda execution, decision: Ask("rm deletes") if execution.name == "rm" else None)
-    return registry
-"""
-
-
 async def test_approved_with_tools_after_the_host_died_the_command_resumes_it(
         tmp_path: Path) -> None:
     journal, counts = tmp_path / "runs.sqlite", tmp_path / "bodies.txt"
-    (tmp_path / "journal_tools.py").write_text(TOOLS_MODULE)
     host = await _start(journal, counts)
     os.killpg(host.pid, signal.SIGKILL)
     await host.wait()
@@ -213,13 +135,13 @@ async def test_approved_with_tools_after_the_host_died_the_command_resumes_it(
     env.pop("DSH_JOURNAL", None)
     done = await asyncio.create_subprocess_exec(
         sys.executable, "-m", "dsh_jupyter.cli", "approvals", "approve", run_id,
-        "--journal", str(journal), "--tools", "journal_tools:tools", cwd=tmp_path, env=env,
+        "--journal", str(journal), "--tools", "journal_host:tools", cwd=SUPPORT, env=env,
         stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
     out_bytes, err_bytes = await asyncio.wait_for(done.communicate(), 120)
     out, err = out_bytes.decode(), err_bytes.decode()
     assert done.returncode == 0, (out, err)
     assert out.startswith(f"approved call 2 (rm) of run {run_id}; resuming it here with "
-                          "journal_tools:tools\nrun_code ok:\n"), out
+                          "journal_host:tools\nrun_code ok:\n"), out
     assert "removed a.txt" in out and "<b.txt>" in out
     assert _lines(counts) == ["read a.txt", "rm a.txt", "read b.txt"]  # each once
     async with SqliteJournalStore(journal) as store:

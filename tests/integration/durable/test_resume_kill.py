@@ -22,65 +22,7 @@ from dsh_jupyter.durable import SqliteJournalStore
 
 pytestmark = pytest.mark.timeout(180)
 
-# The host: tools that count their bodies in a file; ``rm`` asks for approval and nobody
-# answers (the card of a notebook nobody clicks). ``start`` runs the program until killed;
-# ``resume RUN_ID`` takes the run up with an approval and prints its result as JSON.
-HOST = r"""
-import asyncio, json, os, sys
-from dsh_jupyter import ToolCall, ToolRegistry
-from dsh_jupyter.kernel import KernelRuntime
-from dsh_jupyter.registry.policy import Approval, Ask
-
-journal, counts, how = sys.argv[1], sys.argv[2], sys.argv[3]
-
-class NobodyAnswers:
-    async def request(self, execution, reason):
-        print("WAITING", flush=True)
-        await asyncio.Event().wait()
-
-def count(line):
-    with open(counts, "a") as f:
-        f.write(line + "\n")
-
-async def main():
-    async with KernelRuntime() as runtime:
-        registry = ToolRegistry(mode="code", code_runtime=runtime, journal=journal,
-                                approval=NobodyAnswers())
-
-        @registry.tool
-        async def read(path: str) -> str:
-            "Read a file."
-            count(f"read {path}")
-            return f"<{path}>"
-
-        @registry.tool(is_concurrency_safe=lambda _args: True)
-        async def rm(path: str) -> str:
-            "Remove a file."
-            count(f"rm {path}")
-            return f"removed {path}"
-
-        @registry.tool(is_concurrency_safe=lambda _args: True)
-        async def send(to: str) -> str:
-            "Send a mail: slow, and the host dies while it runs."
-            count(f"send {to}")
-            print("SENDING", flush=True)
-            await asyncio.sleep(600)
-            return "sent"
-
-        registry.on_pre_execute(
-            lambda execution, decision: Ask("rm deletes") if execution.name == "rm" else None)
-        if how == "start":
-            await registry.execute(ToolCall(call_id="c1", name="run_code", arguments={
-                "code": sys.argv[4], "description": "clean up"}))
-            print("ENDED", flush=True)  # never: the host is killed first
-        else:
-            result = await registry.resume(sys.argv[4], Approval(approved=True, note="ok"))
-            print(json.dumps({"is_error": result.is_error, "text": result.text,
-                              "value": result.value}), flush=True)
-        await registry.aclose()
-
-asyncio.run(main())
-"""
+HOST = Path(__file__).resolve().parents[2] / "support" / "journal_host.py"
 
 PROGRAM = """
 first = await tools.read({"path": "a.txt"})
@@ -92,8 +34,9 @@ return await tools.read({"path": "b.txt"})
 
 
 async def _host(*args: str) -> asyncio.subprocess.Process:
+    """A host (tests/support/journal_host.py) in a process group of its own."""
     return await asyncio.create_subprocess_exec(
-        sys.executable, "-c", HOST, *args, stdout=asyncio.subprocess.PIPE,
+        sys.executable, str(HOST), *args, stdout=asyncio.subprocess.PIPE,
         start_new_session=True)
 
 
@@ -151,7 +94,7 @@ async def test_a_call_whose_body_ran_when_the_host_died_is_never_called_again(
 
 
 async def _resume(journal: Path, counts: Path, run_id: str) -> dict[str, object]:
-    host = await _host(str(journal), str(counts), "resume", run_id)
+    host = await _host(str(journal), str(counts), "resume", run_id, "approve")
     out, _ = await asyncio.wait_for(host.communicate(), 120)
     assert host.returncode == 0, out
     result = json.loads(out.decode().strip().splitlines()[-1])
