@@ -228,9 +228,14 @@ class RunJournal:
             for waiter in waiters:
                 waiter.cancel()
         if live is not None and live.done() and not live.cancelled():
-            answer = live.result()  # a service that raised fails the call, as without a journal
+            if live.exception() is not None:
+                # A service that raised fails the call, as without a journal: the call is
+                # over, so is its question (the run goes on, and ends as it ends).
+                self.unanswered = None
+                return live.result()
+            answer = live.result()
             if answer.answered_by == ANSWERED_BY_ABORT:
-                return answer
+                return answer  # stopped, not answered: the question stays open
             return await self._settle(answer, recorded=False)
         if recorded.done() and not recorded.cancelled():
             return await self._settle(recorded.result(), recorded=True)

@@ -256,6 +256,35 @@ async def test_a_run_whose_tools_changed_does_not_resume(tmp_path: Path) -> None
     await second.registry.aclose()
 
 
+class Broken:
+    async def request(self, _execution: ToolExecution, _reason: str | None) -> Approval:
+        raise RuntimeError("the approval front end broke")
+
+
+async def test_an_approval_service_that_fails_ends_the_question_and_the_run(
+        tmp_path: Path) -> None:
+    path = tmp_path / "journal.sqlite"
+    host = Host(path, approval=Broken())
+    result = await host.run(PROGRAM.replace('removed = await tools.rm({"path": "a.txt"})',
+                                            'try:\n    removed = await tools.rm({"path": '
+                                            '"a.txt"})\nexcept ToolCallError as e:\n'
+                                            '    removed = str(e)'))
+    assert not result.is_error, result  # type: ignore[attr-defined]
+    assert "approval failed: RuntimeError: the approval front end broke" in \
+        result.text  # type: ignore[attr-defined]
+    assert host.bodies == ["read a.txt", "read b.txt"]
+    assert await host.registry.journal.list_pending() == ()  # type: ignore[union-attr]
+    async with SqliteJournalStore(path) as store:
+        conn = store._db
+        assert conn is not None
+        (run_id,) = [row[0] for row in conn.execute("SELECT run_id FROM runs")]
+        run = await store.load_run(run_id)
+    assert run is not None and run.status == "done"
+    assert run.calls[1].state == "done" and run.calls[1].outcome is not None
+    assert run.calls[1].outcome.code == "HOOK_FAILED"
+    await host.registry.aclose()
+
+
 class FailingStarts(SqliteJournalStore):
     """A store whose disk fills up when a body is about to start."""
 
