@@ -7,10 +7,15 @@
         pending = await journal.list_pending()
 
 Why it is safe when its process dies: every write is one transaction (``BEGIN IMMEDIATE``
-… ``COMMIT``) in WAL mode with ``synchronous=FULL``, so a process killed (SIGKILL) mid-write
-leaves the file with every committed write and none of the interrupted one, and a
-committed write survives a power cut too (the journal's promise, "never call a tool
-twice", rests on the ``started`` mark being on disk before the body runs).
+… ``COMMIT``) in WAL mode, so a process killed (SIGKILL) mid-write leaves the file with
+every committed write and none of the interrupted one. The writes the journal's promise
+("never call a tool twice") rests on are also synced (``synchronous=FULL``: an fsync at
+commit) and survive a power cut: a call's ``started`` mark, before its body runs, an
+approval's question and answer, a claim, a run's end. A run's start, a call's ``issued``
+and its outcome are not (``NORMAL``: one fsync a sub-call instead of three): the WAL is
+one sequential file, so the next synced commit makes them durable too, and a power cut
+before it loses at most a call's ``done``, which then reads as ``started``, in doubt,
+never called again.
 
 Threads: the API is async; each operation runs on a worker thread
 (:func:`asyncio.to_thread`) over the store's one connection, one at a time (a lock), so
@@ -142,7 +147,7 @@ class SqliteJournalStore:
                        " host, status, created, updated) VALUES (?, ?, ?, ?, ?, ?, 'running',"
                        " ?, ?)", (run.run_id, run.program, run.tools_fingerprint, run.call_id,
                                   run.scope, run.host, run.created or now, now))
-        await self._write(write)
+        await self._write(write, synced=False)
 
     async def record_call(self, run_id: str, position: int, tool: str,
                           arguments: JsonObject) -> None:
@@ -156,7 +161,7 @@ class SqliteJournalStore:
                        " VALUES (?, ?, ?, ?, 'issued')", (run_id, position, tool,
                                                           _dump(arguments)))
             self._touch(db, run_id)
-        await self._write(write)
+        await self._write(write, synced=False)
 
     async def mark_started(self, run_id: str, position: int) -> None:
         await self._write(lambda db: self._move_call(
@@ -167,7 +172,7 @@ class SqliteJournalStore:
                                  outcome: CallOutcome) -> None:
         await self._write(lambda db: self._move_call(
             db, run_id, position, "done", ("issued", "started"),
-            "outcome = ?, ended = ?", (_dump(outcome.to_json()), time.time())))
+            "outcome = ?, ended = ?", (_dump(outcome.to_json()), time.time())), synced=False)
 
     async def mark_pending(self, run_id: str, position: int, reason: str | None) -> None:
         def write(db: sqlite3.Connection) -> None:
@@ -316,15 +321,26 @@ class SqliteJournalStore:
         db = await self._opened()
         return await asyncio.to_thread(self._locked, db, operation)
 
-    async def _write(self, operation: Callable[[sqlite3.Connection], _T]) -> _T:
+    async def _write(self, operation: Callable[[sqlite3.Connection], _T], *,
+                     synced: bool = True) -> _T:
+        """``operation`` in one transaction. ``synced=False`` commits without an fsync
+        (``synchronous=NORMAL`` for this one commit): it survives its process being killed
+        but not a power cut until the next synced commit, which, the WAL being one
+        sequential file, makes it durable too (see the module docstring)."""
         def transaction(db: sqlite3.Connection) -> _T:
-            db.execute("BEGIN IMMEDIATE")
+            if not synced:
+                db.execute("PRAGMA synchronous = NORMAL")
             try:
-                value = operation(db)
-            except BaseException:
-                _roll_back(db)
-                raise
-            db.execute("COMMIT")
+                db.execute("BEGIN IMMEDIATE")
+                try:
+                    value = operation(db)
+                except BaseException:
+                    _roll_back(db)
+                    raise
+                db.execute("COMMIT")
+            finally:
+                if not synced:
+                    db.execute("PRAGMA synchronous = FULL")
             return value
         return await self._call(transaction)
 

@@ -301,3 +301,23 @@ async def test_a_file_locked_by_another_writer_too_long_is_one_clear_line(
             holder.execute("ROLLBACK")
             holder.close()
         await store.record_call("run-1", 1, "rm", {})  # and writes once it lets go
+
+
+async def test_unsynced_writes_leave_the_connection_synced_for_the_next(tmp_path: Path) -> None:
+    # issued and done commit without an fsync; started, a question, an answer, a claim
+    # and a run's end with one (docs/approvals-durable.md): the pragma is per commit.
+    async with SqliteJournalStore(tmp_path / "journal.sqlite") as store:
+        conn = store._db
+        assert conn is not None
+        await store.record_run(a_run())
+        assert conn.execute("PRAGMA synchronous").fetchone() == (2,)  # FULL
+        await store.record_call("run-1", 1, "rm", {"path": "a"})
+        assert conn.execute("PRAGMA synchronous").fetchone() == (2,)
+        with pytest.raises(JournalError):
+            await store.record_call("run-1", 1, "rm", {"path": "a"})  # refused, rolled back
+        assert conn.execute("PRAGMA synchronous").fetchone() == (2,)
+        await store.mark_started("run-1", 1)
+        await store.record_call_result("run-1", 1, CallOutcome(value=1))
+        assert conn.execute("PRAGMA synchronous").fetchone() == (2,)
+        run = await store.load_run("run-1")
+        assert run is not None and run.calls[0].state == "done"
