@@ -3,8 +3,8 @@
 One program making N sequential sub-calls, run on ``InProcessRuntime`` (no kernel, so the
 figure is the registry's and the journal's, not a kernel's) by two registries with the
 same tools, one journaled and one not, in alternating rounds; printed: the median run of
-each, the journal's cost per sub-call (three durable writes: issued, started, done, each
-one SQLite transaction with ``synchronous=FULL``: an fsync), and the ratio. Then a
+each, the journal's cost per sub-call (three writes: issued, started, done, each one
+SQLite transaction; the started mark with an fsync), and the ratio. Then a
 resume: the same run paused before its last call and resumed, against running it afresh,
 so the price of answering the first N-1 calls from the journal shows.
 
@@ -121,7 +121,7 @@ async def main(calls: int, rounds: int) -> None:
     print(f"  not journaled       {a:8.2f} ms  ({a / calls:.3f} ms a sub-call)")
     print(f"  journaled           {b:8.2f} ms  ({b / calls:.3f} ms a sub-call)")
     print(f"  journal's cost      {(b - a) / calls:8.3f} ms a sub-call "
-          f"(3 durable writes), {b / a:.1f}x the run")
+          f"(3 writes, 1 fsync), {b / a:.1f}x the run")
     f, r = statistics.median(fresh) * 1000, statistics.median(resumed) * 1000
     print(f"{calls} calls + 1 approved, journaled: run afresh (approved live) {f:.2f} ms; "
           f"resumed with {calls} answered from the journal {r:.2f} ms ({r / f:.2f}x)")
