@@ -5,7 +5,7 @@
     dsh-jupyter sdk --tools MODULE:ATTR [--scope NAME]     # ATTR may be an async context manager
     dsh-jupyter serve-mcp --tools MODULE:ATTR [--mode native|code|both|discovery]
                           [--http HOST:PORT] [--token TOKEN] [--allow-host NAME ...]
-                          [--policy FILE]
+                          [--policy FILE] [--journal PATH]
     dsh-jupyter serve-mcp --wrap [--mode ...] [--policy FILE] -- CMD [ARG ...]
     dsh-jupyter serve-mcp --wrap-url URL [--wrap-header 'NAME: VALUE' ...] [--mode ...]
     dsh-jupyter eval [--modes MODE ...] [-p NAME VALUE] [--param-file FILE] [-o DIR]
@@ -129,6 +129,10 @@ def main(argv: Sequence[str] | None = None) -> int:
                             "name a reverse proxy forwards; repeatable (default: only the "
                             "bound address and port, and localhost on 127.0.0.1 or ::1)")
     serve.add_argument("--name", default="dsh-jupyter", help="the server name clients see")
+    serve.add_argument("--journal", metavar="PATH", default=None,
+                       help="journal run_code runs in the SQLite file PATH (created if new), "
+                            "so a run waiting for an approval survives a restart: a client's "
+                            "retry with its requestState resumes it")
     evaluate = commands.add_parser("eval", help="run the evaluation notebook through papermill")
     add_eval_arguments(evaluate)
     export = commands.add_parser("export", help="export a session log to a runnable notebook")

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 from ..durable.sqlite import SqliteJournalStore
 from ..errors import RegistrationError
 from ..registry.core import RegistryCore
+from ..registry.scope import Disposer
 from ..runtime import as_code_runtime
 from .check import CHECK_PROGRAMS, CheckPrograms
 from .checker import require_ty
@@ -116,6 +117,25 @@ class ToolRegistry(RegistryCore):
         if journal is not None and runtime is not None and runtime.info.stateful:
             raise RegistrationError(_STATEFUL_JOURNAL)
         self._journal, self._own_journal = _journal_store(journal)
+
+    def attach_journal(self, store: JournalStore) -> Disposer:
+        """Journal ``run_code`` runs in ``store`` from now on, as ``journal=`` would have;
+        the disposer detaches it. For a registry made elsewhere (``serve-mcp --journal``
+        serves a ``--tools`` registry). The registry does not close ``store``: its opener
+        does. Refused when the registry has a journal already or a stateful runtime."""
+        if self._journal is not None:
+            raise RegistrationError("this registry has a journal already: use it, or make "
+                                    "the registry without journal=")
+        if isinstance(store, str | os.PathLike):
+            raise RegistrationError("attach_journal takes a store, SqliteJournalStore(path) "
+                                    "say (its opener closes it); a path goes to "
+                                    "ToolRegistry(journal=...)")
+        self.journal = store
+
+        def detach() -> None:
+            if self._journal is store:
+                self._journal = None
+        return Disposer(detach, "attach a journal")
 
     async def resume(self, run_id: str, decision: Approval | None = None, *,
                      agent: ScopeView | None = None,

@@ -35,6 +35,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import secrets
 import sqlite3
 import threading
 import time
@@ -100,15 +101,20 @@ CREATE TABLE approvals (
 CREATE INDEX runs_by_status ON runs (status, updated);
 """
 
+_SECRET_KEY = "secret"
+"""``meta`` key of the journal's secret (:meth:`SqliteJournalStore.secret`), hex."""
+_SECRET_BYTES = 32
+
 _T = TypeVar("_T")
 _MOVE_AWAY = "move the file away or choose another path"
 
 
 class SqliteJournalStore:
-    """A :class:`~.store.JournalStore` in one SQLite file (see the module docstring).
-    Nothing touches the file before the first operation, which opens it (or ``async
-    with``, which opens it at once); :meth:`aclose` (or leaving the ``async with``)
-    closes it, and a later operation opens it again."""
+    """A :class:`~.store.JournalStore` in one SQLite file (see the module docstring),
+    and a :class:`~.store.JournalSecret` (its secret in ``meta``). Nothing touches the
+    file before the first operation, which opens it (or ``async with``, which opens it at
+    once); :meth:`aclose` (or leaving the ``async with``) closes it, and a later
+    operation opens it again."""
 
     def __init__(self, path: str | os.PathLike[str], *, busy_timeout: float = 5.0,
                  create: bool = True) -> None:
@@ -120,6 +126,7 @@ class SqliteJournalStore:
         self._create = create
         self._db: sqlite3.Connection | None = None
         self._lock = threading.Lock()
+        self._secret: bytes | None = None
 
     async def __aenter__(self) -> SqliteJournalStore:
         if self._db is not None:
@@ -217,8 +224,32 @@ class SqliteJournalStore:
         def write(db: sqlite3.Connection) -> None:
             self._require_run(db, run_id)
             db.execute("UPDATE runs SET status = ?, result = ?, updated = ? WHERE run_id = ?",
-                       (status, _dump(result), time.time(), run_id))
+                       (status, _dump(result, sort_keys=False), time.time(), run_id))
         await self._write(write)
+
+    async def secret(self) -> bytes:
+        """The journal's secret (:class:`~.store.JournalSecret`): 32 random bytes written
+        to ``meta`` by the first store that asks, read back by every other."""
+        if self._secret is not None:
+            return self._secret
+
+        def write(db: sqlite3.Connection) -> str:
+            # One transaction: of two stores asking at once, the first writes, the second
+            # reads what it wrote.
+            db.execute("INSERT OR IGNORE INTO meta (key, value) VALUES (?, ?)",
+                       (_SECRET_KEY, secrets.token_hex(_SECRET_BYTES)))
+            row = db.execute("SELECT value FROM meta WHERE key = ?", (_SECRET_KEY,)).fetchone()
+            return str(row[0])
+        text = await self._write(write)
+        try:
+            secret = bytes.fromhex(text)
+        except ValueError:
+            secret = b""
+        if len(secret) < _SECRET_BYTES:
+            raise self._error(f"has a malformed secret in its meta table: {_MOVE_AWAY}",
+                              "JOURNAL_UNREADABLE")
+        self._secret = secret
+        return secret
 
     # Reads -------------------------------------------------------------------------------
     async def load_run(self, run_id: str) -> JournaledRun | None:
@@ -436,8 +467,11 @@ def _roll_back(db: sqlite3.Connection) -> None:
         db.execute("ROLLBACK")
 
 
-def _dump(value: JsonValue) -> str:
-    return json.dumps(value, sort_keys=True, ensure_ascii=False, separators=(",", ":"),
+def _dump(value: JsonValue, *, sort_keys: bool = True) -> str:
+    """Compact JSON; keys sorted (arguments are compared as text) unless ``sort_keys`` is
+    false: a run's result keeps its order, so a client given it again (an MCP retry)
+    reads the same text as the first time."""
+    return json.dumps(value, sort_keys=sort_keys, ensure_ascii=False, separators=(",", ":"),
                       allow_nan=False)
 
 

@@ -16,19 +16,20 @@ A call's ``state`` says how far it got, which is what makes a replay safe:
 - ``done``: its outcome is recorded: a resume answers it from the journal.
 
 The store is a plug point: :class:`~.sqlite.SqliteJournalStore` is the default, one SQLite
-file; a server database fits behind the same methods.
+file; a server database fits behind the same methods. :class:`JournalSecret` is an optional
+capability beside them: a key kept with the journal, for ``serve-mcp --journal``.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal, Protocol, TypeAlias
+from typing import Literal, Protocol, TypeAlias, runtime_checkable
 
 from ..json_value import JsonObject, JsonValue
 from ..registry.policy import Approval
 
-__all__ = ["ApprovalRecord", "CallOutcome", "CallRecord", "CallState", "JournalStore",
-           "JournaledRun", "PendingApproval", "RunRecord", "RunStatus"]
+__all__ = ["ApprovalRecord", "CallOutcome", "CallRecord", "CallState", "JournalSecret",
+           "JournalStore", "JournaledRun", "PendingApproval", "RunRecord", "RunStatus"]
 
 RunStatus: TypeAlias = Literal["running", "waiting", "decided", "done", "failed"]
 """``running`` (live, no approval open), ``waiting`` (an approval is open), ``decided``
@@ -192,3 +193,22 @@ class JournalStore(Protocol):
 
     async def list_pending(self) -> tuple[PendingApproval, ...]:
         """The open approvals of ``waiting`` runs, oldest first."""
+
+
+@runtime_checkable
+class JournalSecret(Protocol):
+    """Optional beside :class:`JournalStore`: a secret kept with the journal.
+
+    ``serve-mcp --journal`` signs the ``requestState`` it hands a client with it
+    (``<run_id>.<HMAC-SHA256>``), so a state given out before a restart is recognised
+    after it and nobody can make one for another run. It is not part of
+    :class:`JournalStore` because only a server handing out states needs it: replay and
+    resume do not, and a store without it still journals and resumes (served states then
+    hold for the server process only). Whoever can read the secret can make states, so
+    keep it where the journal is: a reader of the journal can answer its approvals anyway.
+    """
+
+    async def secret(self) -> bytes:
+        """The journal's secret: at least 32 random bytes, made on first use and the
+        same afterwards, for every store on the same backing file or database (two
+        first uses at once agree on one)."""

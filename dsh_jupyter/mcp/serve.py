@@ -8,18 +8,21 @@
 
 The lifetime is the ``async with`` block. Entering it applies ``mode`` (restored on exit),
 opens a :class:`~dsh_jupyter.kernel.KernelRuntime` when a code mode needs one and the
-registry has none, attaches the per-server approval service (elicitation, see
-:mod:`~dsh_jupyter.mcp.serve_calls`) and starts the transport. Leaving it stops the
-transport, aborts the calls still running and awaits them, and undoes all of that.
+registry has none, opens and attaches the ``journal`` when one is given, attaches the
+per-server approval service (elicitation, see :mod:`~dsh_jupyter.mcp.serve_calls`) and
+starts the transport. Leaving it stops the transport, aborts the calls still running and
+awaits them, and undoes all of that.
 
 The calls are :mod:`~dsh_jupyter.mcp.serve_calls`, the tool list and results
-:mod:`~dsh_jupyter.mcp.serve_tools`, HTTP :mod:`~dsh_jupyter.mcp.serve_http`.
+:mod:`~dsh_jupyter.mcp.serve_tools`, HTTP :mod:`~dsh_jupyter.mcp.serve_http`, what a
+journal adds :mod:`~dsh_jupyter.mcp.serve_journal`.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import secrets
 from collections.abc import Sequence
 from contextlib import AsyncExitStack
@@ -27,6 +30,8 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any, Self, cast
 
 from ..codemode.registry import ToolRegistry
+from ..durable.sqlite import SqliteJournalStore
+from ..durable.store import JournalStore
 from ..errors import RegistrationError
 from ..registry.policy import ApprovalService
 from ..registry.scope import MODES, AgentScope, PresentationMode
@@ -37,6 +42,7 @@ if TYPE_CHECKING:
 
     from .serve_calls import ServedCalls
     from .serve_http import HttpTransport
+    from .serve_journal import ServedJournal
 
 __all__ = ["McpService", "serve_mcp"]
 
@@ -56,6 +62,7 @@ def serve_mcp(
     name: str = "dsh-jupyter",
     approval_fallback: ApprovalService | None = None,
     answer_timeout: float = 600.0,
+    journal: JournalStore | str | os.PathLike[str] | None = None,
 ) -> McpService:
     """Serve the tools ``target`` (a registry, or an agent scope) presents, as an MCP server.
 
@@ -77,6 +84,14 @@ def serve_mcp(
     (default: the registry's own ``approval``) answers, or the call is denied.
     ``answer_timeout`` bounds how long a call waits for a 2026-era client to come back with
     an answer.
+
+    ``journal`` (a path, or a :class:`~dsh_jupyter.durable.JournalStore`; a registry made
+    with ``journal=`` is served with its own) journals every ``run_code`` run while
+    serving, so an approval survives a restart: the ``requestState`` of a journaled run is
+    ``<run_id>.<mac>``, signed with the journal's secret, and a retry carrying it after
+    a restart (or after ``answer_timeout``, which leaves the run ``waiting`` in the
+    journal) resumes the run with the retry's answer, or returns its recorded result
+    when it has ended (docs/approvals-durable.md).
     Needs the ``mcp`` extra.
     """
     if not isinstance(target, ToolRegistry | AgentScope):
@@ -99,9 +114,15 @@ def serve_mcp(
     if not answer_timeout > 0:
         raise RegistrationError(f"answer_timeout must be a positive number of seconds, "
                                 f"got {answer_timeout!r}")
+    registry = target if isinstance(target, ToolRegistry) else target._registry
+    if journal is not None and isinstance(registry, ToolRegistry) \
+            and registry.journal is not None:
+        raise RegistrationError("the registry has a journal already (ToolRegistry(journal="
+                                "...)): serve it without journal=, it is served with its own")
     return McpService(target, mode=mode, host=host if http is not None else None, port=port,
                       token=token, allow_hosts=hosts, name=name,
-                      approval_fallback=approval_fallback, answer_timeout=answer_timeout)
+                      approval_fallback=approval_fallback, answer_timeout=answer_timeout,
+                      journal=journal)
 
 
 class McpService:
@@ -110,7 +131,8 @@ class McpService:
     def __init__(self, target: ToolRegistry | AgentScope, *, mode: PresentationMode | None,
                  host: str | None, port: int, token: str | None,
                  allow_hosts: tuple[str, ...], name: str,
-                 approval_fallback: ApprovalService | None, answer_timeout: float) -> None:
+                 approval_fallback: ApprovalService | None, answer_timeout: float,
+                 journal: JournalStore | str | os.PathLike[str] | None = None) -> None:
         self._scope = target if isinstance(target, AgentScope) else None
         registry = target._registry
         assert isinstance(registry, ToolRegistry)
@@ -125,6 +147,7 @@ class McpService:
         self._name = name
         self._fallback = approval_fallback
         self._answer_timeout = answer_timeout
+        self._journal = journal
         self._stack: AsyncExitStack | None = None
         self._transport: asyncio.Task[None] | None = None
         self._http: HttpTransport | None = None
@@ -147,12 +170,15 @@ class McpService:
         from .serve_calls import ElicitingApproval, ServedCalls
 
         # Unwinds in reverse: calls aborted and awaited, transport stopped, list changes no
-        # longer announced, approval and event sink detached, runtime closed, mode restored.
+        # longer announced, approval and event sink detached, runtime closed, journal
+        # detached and closed, mode restored.
         stack = self._stack = AsyncExitStack()
         try:
             self._apply_mode(stack)
+            served_journal = await self._open_journal(stack)
             await self._open_runtime(stack)
-            calls = ServedCalls(self._registry, self._scope, answer_timeout=self._answer_timeout)
+            calls = ServedCalls(self._registry, self._scope, answer_timeout=self._answer_timeout,
+                                journal=served_journal)
             stack.callback(self._registry.on_event(calls.on_event))
             previous = self._registry.approval
             self._registry.approval = ElicitingApproval(
@@ -201,6 +227,21 @@ class McpService:
                 f"scope {scope.name!r} presents as {scope._mode!r} (its present_as); serve it "
                 f"without mode=, or undo that present_as first")
         stack.callback(scope.present_as(mode))
+
+    async def _open_journal(self, stack: AsyncExitStack) -> ServedJournal | None:
+        """Attach ``journal=`` (a path is opened now, so a bad file fails the start), and
+        read the secret of the registry's journal, if it has one."""
+        from .serve_journal import ServedJournal, served_secret
+
+        journal = self._journal
+        if isinstance(journal, str | os.PathLike):
+            journal = await stack.enter_async_context(SqliteJournalStore(journal))
+        if journal is not None:
+            stack.callback(self._registry.attach_journal(journal))
+        store = self._registry.journal
+        if store is None:
+            return None
+        return ServedJournal(store, await served_secret(store))
 
     async def _open_runtime(self, stack: AsyncExitStack) -> None:
         if self._registry.mode_for(self._scope) == "native" or self._registry.code_runtime:

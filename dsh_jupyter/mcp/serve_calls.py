@@ -18,6 +18,12 @@ Each call runs ``registry.execute`` in a task of its own with an
   question, the pipeline keeps waiting, and the client's retry (``inputResponses`` plus the
   echoed ``requestState``) delivers the answer and serves the rest of the same run.
 
+With a journal (``serve_mcp(journal=...)``, :mod:`~dsh_jupyter.mcp.serve_journal`) the
+``requestState`` of a journaled ``run_code`` run names the run, signed: a retry whose run
+this server does not hold (it restarted, or the run's parking expired and stopped it; the
+journal keeps it ``waiting``) resumes it from the journal with the retry's answer, and a
+retry for a run that has ended gets the result its host recorded, running nothing.
+
 Imports the MCP SDK: :mod:`~dsh_jupyter.mcp.serve` imports this module when serving starts.
 """
 
@@ -25,10 +31,9 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-import json
 import logging
 import secrets
-from collections.abc import Mapping
+from collections.abc import Coroutine, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -36,11 +41,10 @@ import anyio
 from mcp.server import ServerRequestContext
 from mcp.shared.exceptions import MCPError
 from mcp.types import (
+    INTERNAL_ERROR,
     INVALID_PARAMS,
     CallToolRequestParams,
     CallToolResult,
-    ElicitRequest,
-    ElicitRequestFormParams,
     ElicitResult,
     InputRequest,
     InputRequiredResult,
@@ -49,25 +53,28 @@ from mcp.types import (
 from ..abort import AbortController, abort_then_cancel
 from ..codemode.registry import ToolRegistry
 from ..codemode.run_code import run_code_limit
-from ..errors import ToolAbortedError
+from ..durable.host import current_host, host_state
+from ..errors import JournalError, ToolAbortedError
 from ..events import SessionEvent
 from ..registry.execution import ToolCall, ToolExecution
 from ..registry.pipeline import cancelled_call
 from ..registry.policy import ANSWERED_BY_ABORT, Approval, ApprovalService
 from ..registry.results import ToolResult, failure
 from ..registry.scope import RESERVED_NAME, AgentScope
+from .serve_journal import (
+    ServedJournal,
+    approval_key,
+    journal_decision,
+    not_resumable,
+    question_again,
+    recorded_result,
+)
+from .serve_questions import APPROVAL_SCHEMA, approval_of, approval_question, approval_request
 from .serve_tools import any_json_output, call_result, output_schema
 
 __all__ = ["APPROVAL_SCHEMA", "ElicitingApproval", "ServedCalls"]
 
 _log = logging.getLogger(__name__)
-
-APPROVAL_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "properties": {"approve": {"type": "boolean", "title": "Approve",
-                               "description": "Let this tool call run", "default": True}},
-}
-"""The form an approval elicitation asks for; ``accept`` approves unless ``approve`` is false."""
 
 CANCELLED_BY_CLIENT = "cancelled by the MCP client"
 
@@ -97,23 +104,29 @@ class _Run:
     progress: asyncio.Queue[str] = field(default_factory=asyncio.Queue)
     steps: int = 0
     expiry: asyncio.TimerHandle | None = None
+    journal_run: str | None = None  # its run in the journal, once known (journaled run_code)
 
 
 class ServedCalls:
     """The ``tools/call`` handler of one served registry, and the runs it owns.
 
     ``answer_timeout`` bounds how long a 2026-era run waits for the client's retry after
-    it asked a question; then the run is aborted.
+    it asked a question; then the run is aborted (a journaled run stays ``waiting`` in
+    ``journal``, and a retry resumes it).
     """
 
     def __init__(self, registry: ToolRegistry, scope: AgentScope | None, *,
-                 answer_timeout: float = 600.0) -> None:
+                 answer_timeout: float = 600.0, journal: ServedJournal | None = None) -> None:
         self._registry = registry
         self._scope = scope
         self._answer_timeout = answer_timeout
+        self._journal = journal
         self._runs: dict[str, _Run] = {}  # by call id
         self._parked: dict[str, _Run] = {}  # by request state
         self._roots: dict[str, str] = {}  # sub-call id -> the served call id
+        # Call ids unique across server processes: a resumed run keeps its first call id,
+        # which must not be one this process gives a new call.
+        self._call_ids = f"mcp-{secrets.token_hex(4)}"
         self._numbers = itertools.count(1)
         self._questions = itertools.count(1)
         self._closing = False
@@ -145,11 +158,14 @@ class ServedCalls:
     # The client's side --------------------------------------------------------------------
     async def call_tool(self, ctx: ServerRequestContext[Any, Any],
                         params: CallToolRequestParams) -> CallToolResult | InputRequiredResult:
-        if params.request_state is not None:
-            run = self._parked.pop(params.request_state, None)
+        state = params.request_state
+        if state is not None:
+            run = self._parked.get(state)
+            if run is None and self._journal is not None:
+                return await self._from_journal(ctx, params, self._journal, state)
             if run is None or run.name != params.name:
-                raise MCPError(INVALID_PARAMS, "unknown or expired requestState: call the "
-                                               "tool again")
+                raise _unknown_state()
+            del self._parked[state]
             if run.expiry is not None:
                 run.expiry.cancel()
             _deliver(run, params.input_responses or {})
@@ -159,29 +175,38 @@ class ServedCalls:
 
     def _start(self, ctx: ServerRequestContext[Any, Any], name: str,
                arguments: Mapping[str, Any]) -> _Run:
+        run = self._new_run(ctx, f"{self._call_ids}-{next(self._numbers)}", name)
+        self._begin(run, self._registry.execute(ToolCall(
+            call_id=run.call_id, name=name, arguments=dict(arguments),
+            signal=run.controller.signal, agent=self._scope)))
+        return run
+
+    def _new_run(self, ctx: ServerRequestContext[Any, Any], call_id: str, name: str) -> _Run:
         if self._closing:
             raise MCPError(INVALID_PARAMS, "the server is shutting down")
         capabilities = ctx.session.client_capabilities
-        run = _Run(call_id=f"mcp-{next(self._numbers)}", name=name,
-                   controller=AbortController(),
-                   structured=output_schema(
-                       self._registry, self._scope, name,
-                       any_json=any_json_output(ctx.protocol_version)) is not None,
+        run = _Run(call_id=call_id, name=name, controller=AbortController(),
+                   structured=self._structured(ctx, name),
                    elicits=capabilities is not None and capabilities.elicitation is not None)
         if ctx.session.can_send_request:
             run.direct = ctx
-        self._runs[run.call_id] = run
-        run.task = asyncio.create_task(self._registry.execute(ToolCall(
-            call_id=run.call_id, name=name, arguments=dict(arguments),
-            signal=run.controller.signal, agent=self._scope)), name=f"mcp call {run.call_id}")
-        run.task.add_done_callback(lambda _task: self._settled(run))
         return run
+
+    def _begin(self, run: _Run, work: Coroutine[Any, Any, ToolResult]) -> None:
+        self._runs[run.call_id] = run
+        run.task = asyncio.create_task(work, name=f"mcp call {run.call_id}")
+        run.task.add_done_callback(lambda _task: self._settled(run))
+
+    def _structured(self, ctx: ServerRequestContext[Any, Any], name: str) -> bool:
+        return output_schema(self._registry, self._scope, name,
+                             any_json=any_json_output(ctx.protocol_version)) is not None
 
     def _settled(self, run: _Run) -> None:
         run.changed.set()
         if run.expiry is not None:
             run.expiry.cancel()
-        self._runs.pop(run.call_id, None)
+        if self._runs.get(run.call_id) is run:
+            del self._runs[run.call_id]
         for state, parked in list(self._parked.items()):
             if parked is run:
                 del self._parked[state]
@@ -208,28 +233,44 @@ class ServedCalls:
         finally:
             run.request = None
         if task.done():
-            # run_code's structuredContent and error message are for the client's model
-            # too: they get the cap its content has.
-            limit = run_code_limit(self._registry) if run.name == RESERVED_NAME else None
-            return call_result(_outcome(task), structured=run.structured, limit=limit)
+            return self._result(run.name, _outcome(task), structured=run.structured)
         return self._park(run)
 
-    def ask(self, run: _Run, message: str) -> asyncio.Future[ElicitResult]:
-        """Queue an approval question for ``run``'s next ``InputRequiredResult`` (2026 era)."""
-        question = _Question(key=f"approve-{next(self._questions)}", message=message,
+    def _result(self, name: str, result: ToolResult, *, structured: bool) -> CallToolResult:
+        # run_code's structuredContent and error message are for the client's model too:
+        # they get the cap its content has.
+        limit = run_code_limit(self._registry) if name == RESERVED_NAME else None
+        return call_result(result, structured=structured, limit=limit)
+
+    async def ask(self, run: _Run, message: str) -> ElicitResult:
+        """Ask an approval question in ``run``'s next ``InputRequiredResult`` (2026 era)
+        and wait for the answer. A journaled run's question is keyed by the approval's
+        position, so the key still holds when the run is resumed from the journal."""
+        key = f"approve-{next(self._questions)}"
+        if self._journal is not None and run.name == RESERVED_NAME:
+            try:
+                waiting = await self._journal.waiting(run.call_id, run.journal_run)
+            except JournalError as exc:  # the run fails closed on its own; still ask
+                _log.warning("the journal could not be read: %s", exc.message)
+                waiting = None
+            if waiting is not None:
+                run.journal_run, position = waiting
+                key = approval_key(position)
+        question = _Question(key=key, message=message,
                              answer=asyncio.get_running_loop().create_future())
         run.unsent.append(question)
         run.changed.set()
-        return question.answer
+        return await question.answer
 
     def _park(self, run: _Run) -> InputRequiredResult:
         questions, run.unsent = run.unsent, []
         requests: dict[str, InputRequest] = {}
         for question in questions:
             run.asked[question.key] = question
-            requests[question.key] = ElicitRequest(params=ElicitRequestFormParams(
-                message=question.message, requested_schema=APPROVAL_SCHEMA))
-        state = secrets.token_urlsafe(24)
+            requests[question.key] = approval_request(question.message)
+        journal = self._journal
+        state = (journal.state(run.journal_run) if journal is not None
+                 and run.journal_run is not None else secrets.token_urlsafe(24))
         self._parked[state] = run
         run.expiry = asyncio.get_running_loop().call_later(
             self._answer_timeout, self._expire, run, state)
@@ -237,8 +278,72 @@ class ServedCalls:
 
     def _expire(self, run: _Run, state: str) -> None:
         if self._parked.pop(state, None) is run:  # the run waits on the signal: it says why
+            kept = (f"; run {run.journal_run} waits in the journal"
+                    if run.journal_run is not None else "")
             run.controller.abort(f"the MCP client did not answer within "
-                                 f"{self._answer_timeout:g} s")
+                                 f"{self._answer_timeout:g} s{kept}")
+
+    # Retries the journal answers ----------------------------------------------------------
+    async def _from_journal(self, ctx: ServerRequestContext[Any, Any],
+                            params: CallToolRequestParams, journal: ServedJournal,
+                            state: str) -> CallToolResult | InputRequiredResult:
+        """A retry whose state names no run this server holds: the journal's run, resumed
+        with the retry's answer, or its recorded result when it has ended."""
+        run_id = journal.run_id(state)
+        if run_id is None or params.name != RESERVED_NAME:
+            raise _unknown_state()
+        await self._not_held(run_id)
+        try:
+            journaled = await journal.load(run_id)
+        except JournalError as exc:
+            _log.warning("run %s: the journal could not be read: %s", run_id, exc.message)
+            raise MCPError(INTERNAL_ERROR, f"run {run_id}: the server's journal could not be "
+                                           "read; retry later") from None
+        if journaled is None:
+            raise _unknown_state()
+        await self._not_held(run_id)  # another retry may have taken it up meanwhile
+        structured = self._structured(ctx, RESERVED_NAME)
+        if journaled.status in ("done", "failed"):
+            result = recorded_result(self._registry, self._scope, journaled)
+            return self._result(RESERVED_NAME, result, structured=structured)
+        pending = journaled.open_approval
+        decision: Approval | None = None  # decided: the answer recorded already
+        if journaled.status == "waiting" and pending is not None:
+            decision = journal_decision(pending, params.input_responses or {})
+            if decision is None:  # the retry does not answer it: ask again
+                return question_again(journaled, pending, state)
+        elif journaled.status != "decided":
+            raise MCPError(INVALID_PARAMS, not_resumable(journaled))
+        host = journaled.run.host
+        if host != current_host() and host_state(host) == "alive":
+            raise MCPError(INVALID_PARAMS, f"run {run_id} waits in another server process "
+                                           f"({host}): retry the call there")
+        run = self._new_run(ctx, journaled.run.call_id, RESERVED_NAME)
+        run.journal_run = run_id
+        self._begin(run, self._resumed(run_id, decision, run.controller))
+        return await self._serve_round(run, ctx)
+
+    async def _not_held(self, run_id: str) -> None:
+        """Return once no run of this server is ``run_id``: one whose parking expired is
+        awaited while it stops; one still running is another request's (an error)."""
+        for run in list(self._runs.values()):
+            if run.journal_run != run_id or run.task is None:
+                continue
+            if not run.controller.signal.aborted:
+                raise MCPError(INVALID_PARAMS, f"run {run_id} is running already, for "
+                                               "another request: wait for that one")
+            await asyncio.wait({run.task})
+
+    async def _resumed(self, run_id: str, decision: Approval | None,
+                       controller: AbortController) -> ToolResult:
+        try:
+            return await self._registry.resume(run_id, decision, agent=self._scope,
+                                               signal=controller.signal)
+        except JournalError as exc:  # lost a race: answered or taken up elsewhere first
+            _log.warning("run %s could not be resumed: %s", run_id, exc.message)
+            return failure(f"run {run_id} could not be resumed: it was answered or taken up "
+                           "elsewhere first (another server on the journal, or the command "
+                           "line)", exc.code)
 
     async def aclose(self) -> None:
         """Stop every run still in flight and wait until each has settled."""
@@ -309,7 +414,7 @@ class ElicitingApproval:
         run = self._calls.run_of(execution)
         if run is None or not run.elicits:
             return await self._without_client(execution, reason, run is not None)
-        message = _question(execution, reason)
+        message = approval_question(execution.name, execution.arguments, reason)
         try:
             if run.direct is not None:
                 answer = await execution.signal.run(run.direct.session.elicit_form(
@@ -319,7 +424,7 @@ class ElicitingApproval:
         except ToolAbortedError:
             return Approval(approved=False, answered_by=ANSWERED_BY_ABORT,
                             note=execution.signal.reason)
-        return _approval(answer)
+        return approval_of(answer)
 
     async def _without_client(self, execution: ToolExecution, reason: str | None,
                               served: bool) -> Approval | bool:
@@ -334,20 +439,5 @@ class ElicitingApproval:
         return Approval(approved=approval.approved, answered_by=approval.answered_by, note=note)
 
 
-def _question(execution: ToolExecution, reason: str | None) -> str:
-    arguments = json.dumps(execution.arguments, ensure_ascii=False)
-    if len(arguments) > 500:
-        arguments = arguments[:500] + "…"
-    why = f"\n{reason}" if reason else ""
-    return f"Allow the tool call {execution.name}({arguments})?{why}"
-
-
-def _approval(answer: ElicitResult) -> Approval:
-    if answer.action == "accept":
-        if (answer.content or {}).get("approve", True) is False:
-            return Approval(approved=False, answered_by="user",
-                            note="not approved in the MCP client")
-        return Approval(approved=True, answered_by="user")
-    if answer.action == "decline":
-        return Approval(approved=False, answered_by="user", note="declined in the MCP client")
-    return Approval(approved=False, answered_by="user", note="dismissed in the MCP client")
+def _unknown_state() -> MCPError:
+    return MCPError(INVALID_PARAMS, "unknown or expired requestState: call the tool again")

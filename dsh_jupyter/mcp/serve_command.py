@@ -3,7 +3,9 @@
 The registry comes from ``--tools MODULE:ATTR``, or is another MCP server's tools
 (``--wrap -- CMD ...``, ``--wrap-url URL``: :mod:`~dsh_jupyter.mcp.wrap`); a wrapped
 server that goes away stops the serving with an error. ``--policy FILE`` adds deny and ask
-rules by tool name (:mod:`~dsh_jupyter.registry.name_rules`) for the serving.
+rules by tool name (:mod:`~dsh_jupyter.registry.name_rules`) for the serving; ``--journal
+PATH`` journals its ``run_code`` runs, so an approval survives a restart of the server
+(:mod:`~dsh_jupyter.mcp.serve_journal`).
 
 Everything it says goes to stderr, one line per thing said (log records too, without
 tracebacks): on stdio, stdout carries the protocol.
@@ -40,7 +42,7 @@ def run_serve(open_target: Callable[[], AbstractAsyncContextManager[Served]],
               options: argparse.Namespace) -> int:
     """Serve what ``open_target()`` yields (entered for the whole serving, so one whose
     tools come from MCP servers works too) as ``options`` say (``--mode``, ``--http``,
-    ``--token``, ``--allow-host``, ``--name``, ``--policy``)."""
+    ``--token``, ``--allow-host``, ``--name``, ``--policy``, ``--journal``)."""
     token = options.token
     if token is not None and options.http is None:
         raise SystemExit("--token applies to --http serving")
@@ -87,11 +89,14 @@ async def _serve(open_target: Callable[[], AbstractAsyncContextManager[Served]],
                          f"of the served tools")
             try:
                 service = serve_mcp(target, mode=options.mode, http=options.http, token=token,
-                                    allow_hosts=options.allow_hosts, name=options.name)
+                                    allow_hosts=options.allow_hosts, name=options.name,
+                                    journal=options.journal)
             except DshError as exc:
                 raise SystemExit(f"serve-mcp: {exc}") from None
             generated = options.http is not None and token is None and service.token is not None
             async with service:
+                if options.journal is not None:
+                    _say(f"journaling run_code runs to {options.journal}")
                 if service.url is not None:
                     if generated:
                         _say(f"bearer token (send 'Authorization: Bearer <token>'): "

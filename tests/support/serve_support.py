@@ -166,14 +166,17 @@ def serve_env(log: Path) -> dict[str, str]:
 
 class HttpServe:
     """``dsh-jupyter serve-mcp --http`` as a child process; ``url`` and ``token`` (if printed)
-    come from its stderr."""
+    come from its stderr. With ``new_session`` it leads a process group of its own (a test
+    can kill the group), and its stderr goes to ``log`` with the suffix ``stderr_suffix``."""
 
-    def __init__(self, log: Path, *options: str, env: dict[str, str] | None = None) -> None:
-        self._stderr_path = log.with_suffix(".stderr")
+    def __init__(self, log: Path, *options: str, env: dict[str, str] | None = None,
+                 new_session: bool = False, stderr_suffix: str = ".stderr") -> None:
+        self._stderr_path = log.with_suffix(stderr_suffix)
         self._stderr = self._stderr_path.open("w+")
         self.process = subprocess.Popen(serve_command(*options), stdin=subprocess.DEVNULL,
                                         stdout=subprocess.DEVNULL, stderr=self._stderr,
-                                        env=env or serve_env(log), cwd=HERE, text=True)
+                                        env=env or serve_env(log), cwd=HERE, text=True,
+                                        start_new_session=new_session)
         self.url = ""
         self.token: str | None = None
         self._wait_ready()

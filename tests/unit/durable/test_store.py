@@ -321,3 +321,23 @@ async def test_unsynced_writes_leave_the_connection_synced_for_the_next(tmp_path
         assert conn.execute("PRAGMA synchronous").fetchone() == (2,)
         run = await store.load_run("run-1")
         assert run is not None and run.calls[0].state == "done"
+
+
+async def test_the_journal_keeps_one_secret_for_every_store_on_it(tmp_path: Path) -> None:
+    path = tmp_path / "journal.sqlite"
+    first, second = SqliteJournalStore(path), SqliteJournalStore(path)
+    try:
+        # Both open first, one after the other (two stores opening a new file while the
+        # other writes to it can meet "database is locked" at once, not after
+        # busy_timeout: a limit of opening, not of secret()), then both ask at once.
+        assert await first.load_run("none") is None and await second.load_run("none") is None
+        a, b = await asyncio.gather(first.secret(), second.secret())
+        assert a == b and len(a) == 32
+        assert await first.secret() == a
+    finally:
+        await first.aclose()
+        await second.aclose()
+    async with SqliteJournalStore(path) as reopened:
+        assert await reopened.secret() == a
+    async with SqliteJournalStore(tmp_path / "other.sqlite") as other:
+        assert await other.secret() != a

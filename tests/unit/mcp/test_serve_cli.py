@@ -85,3 +85,22 @@ def test_help_shows_the_wrapping_options(capsys: pytest.CaptureFixture[str]) -> 
     for option in ("--wrap ", "--wrap-url URL", "--wrap-header", "--policy FILE"):
         assert option in text
     assert "dsh-jupyter serve-mcp --wrap -- npx -y @modelcontextprotocol/server-filesystem" in text
+
+
+def test_help_names_the_journal(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exited:
+        main(["serve-mcp", "--help"])
+    assert exited.value.code == 0
+    assert "--journal PATH" in capsys.readouterr().out
+
+
+def test_a_journal_that_is_not_one_stops_the_start_with_one_line(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    notes = tmp_path / "notes.txt"
+    notes.write_text("not a database\n" * 100)
+    assert main(["serve-mcp", "--tools", "serve_support:served_registry", "--mode", "code",
+                 "--journal", str(notes)]) == 1
+    [line] = capsys.readouterr().err.splitlines()
+    assert line == (f"dsh-jupyter serve-mcp: error: the journal {notes} is unreadable (file "
+                    f"is not a database): move the file away or choose another path")
+    assert notes.read_text() == "not a database\n" * 100
