@@ -179,7 +179,8 @@ class SqliteJournalStore:
                                  outcome: CallOutcome) -> None:
         await self._write(lambda db: self._move_call(
             db, run_id, position, "done", ("issued", "started"),
-            "outcome = ?, ended = ?", (_dump(outcome.to_json()), time.time())), synced=False)
+            "outcome = ?, ended = ?", (_dump(outcome.to_json(), sort_keys=False), time.time())),
+            synced=False)
 
     async def mark_pending(self, run_id: str, position: int, reason: str | None) -> None:
         def write(db: sqlite3.Connection) -> None:
@@ -283,23 +284,38 @@ class SqliteJournalStore:
                                   "JOURNAL_UNREADABLE") from None
             raise self._unreadable(exc) from None
         try:
-            # Checked before anything is written: a file that is not a journal is left as it
-            # was (switching it to WAL would change it).
-            is_journal = self._is_journal(db)
-            if not is_journal and not self._create:
-                raise self._error("is empty, not a journal: check the path",
-                                  "JOURNAL_UNREADABLE")
-            db.execute("PRAGMA journal_mode = WAL")
-            db.execute("PRAGMA synchronous = FULL")
-            db.execute("PRAGMA foreign_keys = ON")
-            if not is_journal:
-                self._create_schema(db)
+            self._prepare(db)
         except BaseException as exc:
             db.close()
             if isinstance(exc, sqlite3.Error):
                 raise self._unreadable(exc) from None
             raise
         return db
+
+    def _prepare(self, db: sqlite3.Connection) -> None:
+        """Check the file, switch it to WAL and make the schema if it is new. Several
+        stores opening one new file at once may find it locked while another switches or
+        creates it (SQLite does not wait on its busy handler then): each step is retried
+        until ``busy_timeout`` has passed."""
+        deadline = time.monotonic() + self._busy_timeout
+        while True:
+            try:
+                # Checked before anything is written: a file that is not a journal is left
+                # as it was (switching it to WAL would change it).
+                is_journal = self._is_journal(db)
+                if not is_journal and not self._create:
+                    raise self._error("is empty, not a journal: check the path",
+                                      "JOURNAL_UNREADABLE")
+                db.execute("PRAGMA journal_mode = WAL")
+                db.execute("PRAGMA synchronous = FULL")
+                db.execute("PRAGMA foreign_keys = ON")
+                if not is_journal:
+                    self._create_schema(db)
+                return
+            except sqlite3.OperationalError as exc:
+                if not _locked(exc) or time.monotonic() >= deadline:
+                    raise
+                time.sleep(0.005)  # a worker thread: the event loop does not wait
 
     def _is_journal(self, db: sqlite3.Connection) -> bool:
         """``True`` for a journal this version reads, ``False`` for an empty database; a
@@ -390,7 +406,7 @@ class SqliteJournalStore:
         text = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         if isinstance(exc, sqlite3.IntegrityError):
             return self._error(f"refuses the write ({text})", "JOURNAL_CONFLICT")
-        if "locked" in text or "busy" in text:
+        if _locked(exc):
             return self._error(f"stayed locked by another writer for {self._busy_timeout} s "
                                f"({text}): retry, or stop the process holding it",
                                "JOURNAL_BUSY")
@@ -460,6 +476,11 @@ class SqliteJournalStore:
                             result=None if row[9] is None else json.loads(row[9]))
 
 
+def _locked(error: sqlite3.Error) -> bool:
+    text = str(error)
+    return "locked" in text or "busy" in text
+
+
 def _roll_back(db: sqlite3.Connection) -> None:
     # SQLite may have rolled back already (an I/O error, a full disk): then there is
     # nothing to undo, and trying would hide the error that got us here.
@@ -469,8 +490,9 @@ def _roll_back(db: sqlite3.Connection) -> None:
 
 def _dump(value: JsonValue, *, sort_keys: bool = True) -> str:
     """Compact JSON; keys sorted (arguments are compared as text) unless ``sort_keys`` is
-    false: a run's result keeps its order, so a client given it again (an MCP retry)
-    reads the same text as the first time."""
+    false: a call's outcome and a run's result keep their order, so a replayed call hands
+    the program the dict it had, and a client given a result again (an MCP retry) reads
+    the same text as the first time."""
     return json.dumps(value, sort_keys=sort_keys, ensure_ascii=False, separators=(",", ":"),
                       allow_nan=False)
 

@@ -341,3 +341,26 @@ async def test_the_journal_keeps_one_secret_for_every_store_on_it(tmp_path: Path
         assert await reopened.secret() == a
     async with SqliteJournalStore(tmp_path / "other.sqlite") as other:
         assert await other.secret() != a
+
+
+async def test_stores_opening_one_new_file_at_once_all_open_it(tmp_path: Path) -> None:
+    # The first to open a new file switches it to WAL and makes the schema; the others,
+    # meanwhile, find it locked without SQLite's busy handler waiting: they retry.
+    for attempt in range(30):
+        path = tmp_path / f"journal-{attempt}.sqlite"
+        stores = [SqliteJournalStore(path) for _ in range(6)]
+        await asyncio.gather(*(store.record_run(a_run(f"run-{n}"))
+                               for n, store in enumerate(stores)))
+        assert [p.run_id for p in await stores[0].list_pending()] == []
+        for store in stores:
+            await store.aclose()
+
+
+async def test_an_outcome_keeps_the_key_order_the_program_saw(tmp_path: Path) -> None:
+    async with SqliteJournalStore(tmp_path / "journal.sqlite") as store:
+        await store.record_run(a_run())
+        await store.record_call("run-1", 1, "stat", {"z": 1, "a": 2})
+        await store.record_call_result("run-1", 1, CallOutcome(value={"size": 3, "name": "a"}))
+        run = await store.load_run("run-1")
+    assert run is not None and run.calls[0].outcome is not None
+    assert list(run.calls[0].outcome.value) == ["size", "name"]  # type: ignore[arg-type]
