@@ -13,7 +13,6 @@ show the result, the first read marked as answered from the journal."""
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 import signal
@@ -118,8 +117,8 @@ class Frontend:
             texts.append(content.get("text", ""))
             texts.append(content.get("data", {}).get("text/plain", ""))
             texts.extend(content.get("traceback", []))
-            return (message["msg_type"] == "status"
-                    and content["execution_state"] == "idle")
+            return bool(message["msg_type"] == "status"
+                        and content["execution_state"] == "idle")
 
         await self.until(done, f"end of cell {code[:40]!r}")
         reply = await self.client.get_shell_msg(timeout=SECONDS)
@@ -182,8 +181,8 @@ async def test_an_approval_survives_a_kernel_restart_and_a_click_resumes_the_run
     # The kernel dies (SIGKILL) while the cell waits, and is restarted.
     provisioner: Any = frontend.manager.provisioner
     os.kill(provisioner.process.pid, signal.SIGKILL)
-    while await frontend.manager.is_alive():
-        await asyncio.sleep(0.1)
+    # The restart kills what is left of the kernel's process group, reaps the dead
+    # kernel and starts a new one on the same connection.
     await frontend.manager.restart_kernel(now=True)
     await frontend.client.wait_for_ready(timeout=60)
     assert await pending_runs(journal) == [run_id]  # the question outlived its kernel
