@@ -23,6 +23,10 @@ policy 'approve': non-interactive``, as in the pipeline's denial message) and a
 stopped call's cause is named (``not answered: the run was stopped (run_code
 settled)``). In data a click is ``Approval(answered_by="user")``; only the card says
 "you".
+
+A journaled run's question (``ToolRegistry(journal=...)``) adds ``run <run_id> ·
+journaled: survives a restart`` under the reason (``journaled: survives a restart`` in
+the text fallbacks, which carry no ids).
 """
 
 from __future__ import annotations
