@@ -218,6 +218,15 @@ SUMMARIES: dict[str, str] = {
     "JournalError": "`JOURNAL_UNREADABLE`, `JOURNAL_BUSY`, `JOURNAL_UNKNOWN_RUN`, "
                     "`JOURNAL_ANSWERED`, `JOURNAL_CONFLICT`, `JOURNAL_NOT_RESUMABLE`: a run "
                     "journal cannot be used, or its run cannot be resumed (one line).",
+    # widgets: approvals after a restart
+    "ApprovalCard": "The Approve / Reject prompt of one pending `Ask` (`run_id`: the "
+                    "journaled run it belongs to).",
+    "PendingApprovals": "What `show_pending` returns: `runs` (one `PendingRun` per waiting "
+                        "run: `card`, `state`, `error`, `result`, `view`), `message`, "
+                        "`await refresh()`, `await wait()`.",
+    "show_pending": "The approvals waiting in `registry`'s journal, as a widget: a card per "
+                    "waiting run whose click resolves and resumes it in this kernel (see "
+                    "[widgets.md](widgets.md#approvals-that-survive-a-restart)).",
     # durable
     "Answered": "`Replay.match`: the journal has the call's outcome; the tool is not called.",
     "ApprovalRecord": "An approval a run asked for at `position`; `decision` once answered.",
@@ -272,7 +281,6 @@ SUMMARIES: dict[str, str] = {
                            "response expects or calls.",
     "StopReason": "Type alias: `'answered' | 'step_limit' | 'aborted' | 'model_error'`.",
     # dsh_jupyter.widgets
-    "ApprovalCard": "The Approve / Reject prompt of one pending `Ask`.",
     "RunCodeCard": "The card of a `run_code` call: the program, a nested card per sub-call, "
                    "then the output or the failure.",
     "ApprovalHost": "Protocol: `show_approval(call_id, card) -> bool`, a place to show an "

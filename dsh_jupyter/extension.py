@@ -11,6 +11,9 @@
   are shell words; a value with a newline is written as bash's ``$'...'``
   (:mod:`._magic_line`).
 - ``%dsh_sdk [REGISTRY] [--scope NAME]`` shows the SDK section the model would see.
+- ``%dsh_approvals [REGISTRY]`` shows the approvals waiting in the registry's journal
+  (:func:`~dsh_jupyter.widgets.show_pending`): after a kernel restart, re-run the setup
+  cell, then this; a click resumes the run in this kernel.
 - Interrupting a cell that awaits ``registry.execute(...)`` shows the stopped call's
   card and one line instead of a ``CancelledError`` traceback.
 - A mistake in a magic's line or setup (no registry, a native one, several, a wrong
@@ -46,6 +49,7 @@ from .registry.scope import AgentScope
 from .widgets.run_code import USER_STOP, RunCodeCard
 
 if TYPE_CHECKING:
+    from .widgets.pending import PendingApprovals
     from .widgets.session import CallView, SessionView
 
 MAGIC = "%%run_code"
@@ -111,9 +115,11 @@ class RunCodeOutcome:
         return view._repr_mimebundle_(include=include, exclude=exclude)
 
 
+APPROVALS = "%dsh_approvals"
 _USAGE = {MAGIC: f"{MAGIC} [REGISTRY] [--scope NAME] [--description TEXT] [--out VAR] "
                  "[--skip REASON]",
-          "%dsh_sdk": "%dsh_sdk [REGISTRY] [--scope NAME]"}
+          "%dsh_sdk": "%dsh_sdk [REGISTRY] [--scope NAME]",
+          APPROVALS: f"{APPROVALS} [REGISTRY]"}
 
 
 class _Parser(argparse.ArgumentParser):
@@ -127,6 +133,8 @@ class _Parser(argparse.ArgumentParser):
 def _parser(prog: str) -> argparse.ArgumentParser:
     parser = _Parser(prog=prog, add_help=False)
     parser.add_argument("registry", nargs="?")
+    if prog == APPROVALS:
+        return parser
     parser.add_argument("--scope")
     parser.add_argument("--description", default="Run the cell's program")
     parser.add_argument("--out")
@@ -306,6 +314,16 @@ def sdk_bundle(namespace: dict[str, Any], line: str) -> dict[str, str]:
     return {"text/plain": text, "text/html": page}
 
 
+def pending_approvals(namespace: dict[str, Any], line: str) -> PendingApprovals:
+    """``%dsh_approvals``'s value: the waiting approvals of the registry the line names
+    (or the only one), read from its journal in a task on the running loop."""
+    options = _options(APPROVALS, line)
+    registry = find_registry(namespace, options.registry, prog=APPROVALS)
+    from .widgets.pending import show_pending
+
+    return show_pending(registry)
+
+
 def show_stopped(shell: Any, etype: type[BaseException], value: BaseException, tb: Any,
                  tb_offset: int | None = None) -> None:
     """IPython's handler for a ``CancelledError`` ending a cell: a call stopped by
@@ -330,8 +348,9 @@ def show_stopped(shell: Any, etype: type[BaseException], value: BaseException, t
 
 
 def load_ipython_extension(ipython: Any) -> None:
-    """Register ``%%run_code`` and ``%dsh_sdk`` (called by ``%load_ext dsh_jupyter``),
-    and the handler that shows a call stopped by Kernel > Interrupt as its card."""
+    """Register ``%%run_code``, ``%dsh_sdk`` and ``%dsh_approvals`` (called by ``%load_ext
+    dsh_jupyter``), and the handler that shows a call stopped by Kernel > Interrupt as its
+    card."""
     from IPython.display import display
 
     ipython.user_ns[_HELPER] = run_cell
@@ -349,8 +368,12 @@ def load_ipython_extension(ipython: Any) -> None:
     def dsh_sdk(line: str) -> None:
         display(sdk_bundle(ipython.user_ns, line), raw=True)
 
+    def dsh_approvals(line: str) -> PendingApprovals:
+        return pending_approvals(ipython.user_ns, line)
+
     ipython.register_magic_function(run_code_magic, "cell", "run_code")
     ipython.register_magic_function(dsh_sdk, "line", "dsh_sdk")
+    ipython.register_magic_function(dsh_approvals, "line", "dsh_approvals")
 
 
 def unload_ipython_extension(ipython: Any) -> None:

@@ -24,6 +24,7 @@ log for the user; the model reads one line without a path.
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import logging
 import secrets
 import time
@@ -44,8 +45,8 @@ if TYPE_CHECKING:
     from ..registry.policy import ApprovalService
     from ..registry.results import ToolResult
 
-__all__ = ["JOURNAL_POLL_SECONDS", "JournalStopped", "Resumption", "RunJournal", "new_run_id",
-           "start_journal"]
+__all__ = ["JOURNAL_POLL_SECONDS", "JournalStopped", "Resumption", "RunJournal", "asking_run",
+           "new_run_id", "start_journal"]
 
 _log = logging.getLogger(__name__)
 
@@ -54,6 +55,17 @@ JOURNAL_POLL_SECONDS = 0.25
 process (``dsh-jupyter approvals approve``)."""
 
 UNAVAILABLE = "JOURNAL_UNAVAILABLE"
+
+
+_ASKING_RUN: contextvars.ContextVar[str | None] = contextvars.ContextVar(
+    "dsh_jupyter_asking_run", default=None)
+
+
+def asking_run() -> str | None:
+    """Inside an approval service's ``request``: the id of the journaled run whose call
+    asks (its question is in the journal and survives a restart), else ``None``. The
+    notebook's approval card shows it."""
+    return _ASKING_RUN.get()
 
 
 class JournalStopped(DshError):
@@ -217,7 +229,7 @@ class RunJournal:
         self.unanswered = position
         signal = execution.signal
         service = self._approval()
-        live = (asyncio.ensure_future(_asked(service, execution, reason))
+        live = (asyncio.ensure_future(_asked(service, execution, reason, self.run_id))
                 if service is not None else None)
         recorded = asyncio.ensure_future(self._recorded_decision(position))
         stopped = asyncio.ensure_future(signal.wait())
@@ -300,6 +312,7 @@ class _JournaledApproval:
 
 
 async def _asked(service: ApprovalService, execution: ToolExecution,
-                 reason: str | None) -> Approval:
+                 reason: str | None, run_id: str) -> Approval:
+    _ASKING_RUN.set(run_id)  # this task's own context: seen by the service it awaits only
     answer = await service.request(execution, reason)
     return answer if isinstance(answer, Approval) else Approval(approved=bool(answer))

@@ -16,13 +16,14 @@ from typing import TYPE_CHECKING
 from ..durable.host import current_host, host_state
 from ..durable.replay import Replay
 from ..errors import JournalError, RegistrationError
+from ..json_value import JsonValue
 from ..registry.execution import ToolCall
 from ..registry.scope import RESERVED_NAME
 from .journal import Resumption
 
 if TYPE_CHECKING:
     from ..abort import AbortSignal
-    from ..durable.store import JournalStore
+    from ..durable.store import JournalStore, RunRecord
     from ..registry.execution import ScopeView
     from ..registry.policy import Approval
     from ..registry.results import ToolResult
@@ -60,10 +61,15 @@ async def resume_run(registry: CodeModeHost, resumptions: dict[str, Resumption],
     try:
         return await registry.execute(ToolCall(
             call_id=call_id, name=RESERVED_NAME, agent=agent, signal=signal,
-            arguments={"code": journaled.run.program,
-                       "description": f"Resume run {run_id}"}))
+            arguments=resumed_arguments(journaled.run)))
     finally:
         resumptions.pop(call_id, None)  # run_code took it, unless the call never got there
+
+
+def resumed_arguments(run: RunRecord) -> dict[str, JsonValue]:
+    """The ``run_code`` arguments a resume of ``run`` calls with (its stored program), so a
+    card drawn before the resume starts shows what it will show."""
+    return {"code": run.program, "description": f"Resume run {run.run_id}"}
 
 
 def _store(registry: CodeModeHost) -> JournalStore:

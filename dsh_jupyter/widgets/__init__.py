@@ -9,6 +9,7 @@ from .approval_card import ApprovalCard
 from .approvals import ApprovalHost, ApprovalPolicy, NotebookApprovals
 from .cards import Card, ToolCard
 from .displays import display_block
+from .pending import PendingApprovals, show_pending
 from .run_code import RunCodeCard, SubCallCard
 from .session import LiveView, SessionView, replay, tool_card
 
@@ -19,11 +20,13 @@ __all__ = [
     "Card",
     "LiveView",
     "NotebookApprovals",
+    "PendingApprovals",
     "RunCodeCard",
     "SessionView",
     "SubCallCard",
     "ToolCard",
     "display_block",
     "replay",
+    "show_pending",
     "tool_card",
 ]

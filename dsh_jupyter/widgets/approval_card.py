@@ -23,6 +23,10 @@ policy 'approve': non-interactive``, as in the pipeline's denial message) and a
 stopped call's cause is named (``not answered: the run was stopped (run_code
 settled)``). In data a click is ``Approval(answered_by="user")``; only the card says
 "you".
+
+A journaled run's question (``ToolRegistry(journal=...)``) adds ``run <run_id> ·
+journaled: survives a restart`` under the reason (``journaled: survives a restart`` in
+the text fallbacks, which carry no ids).
 """
 
 from __future__ import annotations
@@ -36,6 +40,7 @@ from ..registry.policy import ANSWERED_BY_ABORT, Approval
 from . import _ipw
 from .cards import Card
 from .doc import Code, Doc, Field, Status, Text, Tone
+from .render import html_blocks, html_header
 from .text import json_text
 
 ApprovalState = Literal["waiting", "approved", "rejected", "cancelled"]
@@ -66,6 +71,12 @@ def describe(approval: Approval) -> str:
     return f"{verb} by {approval.answered_by}{note}"
 
 
+def journaled_line(run_id: str | None) -> str:
+    """What a journaled question's card says of it (the widget names the run)."""
+    line = "journaled: survives a restart"
+    return f"run {run_id} · {line}" if run_id is not None else line
+
+
 def run_note(name: str) -> str:
     """The note of an approval that covers every ``name`` call of one run."""
     return f"approved all {name} calls of this run"
@@ -75,15 +86,18 @@ class ApprovalCard(Card):
     """One pending ``Ask``: the tool, its arguments, the reason and (when a host sets
     ``origin``) where the call comes from, e.g. ``from 'Summarize the sales data' · call
     2 of 3``. ``on_answer`` receives the :class:`ApprovalChoice` of a
-    click; ``sub_call`` offers "Approve all <tool> calls in this run"."""
+    click; ``sub_call`` offers "Approve all <tool> calls in this run". ``run_id`` names
+    the journaled run the question belongs to (``ToolRegistry(journal=...)``): the card
+    says so, since the question outlives the kernel (:func:`~.pending.show_pending`)."""
 
     kind = "approval"
     track_views = True
 
     def __init__(self, *, name: str, arguments: JsonValue, reason: str | None,
-                 sub_call: bool = False) -> None:
+                 sub_call: bool = False, run_id: str | None = None) -> None:
         super().__init__()
         self.name = name
+        self.run_id = run_id
         self.arguments = arguments
         self.reason = reason
         self.sub_call = sub_call
@@ -151,13 +165,18 @@ class ApprovalCard(Card):
         return Field(label="approval", value=self._outcome(title=False), tone=tone)
 
     # The document ----------------------------------------------------------------
-    def _document(self) -> Doc:
+    def _document(self, *, live: bool = False) -> Doc:
+        """The card; ``live`` (the widget) names the journaled run too: ids stay out of the
+        text fallbacks, which must be deterministic (as trace ids do)."""
         state: Status = self.state
         blocks: list[Text | Field | Code] = []
         if self.reason:
             blocks.append(Text(text=self.reason))
         if self._origin:
             blocks.append(Text(text=self._origin, tone="muted"))
+        if self.run_id is not None:
+            blocks.append(Text(text=journaled_line(self.run_id if live else None),
+                               tone="muted"))
         if self.arguments not in ({}, None):
             blocks.append(Code(text=self._arguments_text, label="arguments"))
         if self._all_arguments_text is not None:
@@ -166,6 +185,10 @@ class ApprovalCard(Card):
         return Doc(title=self.title(), kind=self.kind, status=state, blocks=tuple(blocks))
 
     # The widget ------------------------------------------------------------------
+    def _widget_html(self) -> str:
+        doc = self._document(live=True)
+        return html_header(doc, timing=True) + html_blocks(doc.blocks, timing=True)
+
     def _parts(self) -> list[Any]:
         w = _ipw.ipywidgets()
         approve = w.Button(description="Approve", button_style="success", icon="check")

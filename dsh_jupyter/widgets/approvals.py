@@ -36,6 +36,7 @@ import inspect
 from collections.abc import Awaitable, Callable
 from typing import Any, Literal, Protocol, TypeAlias, TypeVar
 
+from ..codemode.journal import asking_run
 from ..errors import RegistrationError
 from ..registry.execution import ExecutionToken, ToolExecution
 from ..registry.policy import Approval
@@ -98,7 +99,7 @@ class NotebookApprovals:
 
     async def request(self, execution: ToolExecution, reason: str | None) -> Approval:
         card = ApprovalCard(name=execution.name, arguments=execution.arguments, reason=reason,
-                            sub_call=execution.parent is not None)
+                            sub_call=execution.parent is not None, run_id=asking_run())
         handle = self._place(execution.call_id, card)
         try:
             approval = self._remembered(execution)

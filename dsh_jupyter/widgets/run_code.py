@@ -30,6 +30,8 @@ SHOWN_SUB_CALLS = 10
 _STATUS_WORDS: tuple[tuple[Status, str], ...] = (
     ("ok", "ok"), ("error", "failed"), ("running", "running"), ("waiting", "waiting"),
     ("queued", "queued"))
+FROM_JOURNAL = "from the journal"
+"""A resumed run's sub-call its journal answered (the tool was not called again)."""
 USER_STOP = "stopped by the user"
 """The abort reason of a card's Stop button."""
 # code_mode.failure_message: "code run failed (<kind>): <message>[\nCaptured output:\n<logs>]"
@@ -38,7 +40,8 @@ _FAILURE = re.compile(r"code run failed \(([a-z-]+)\): (.*)", re.S)
 
 class SubCallCard(_CallCard):
     """One ``await tools.x(...)`` of a program: name, argument summary, status,
-    durations (widget only) and the error message.
+    durations (widget only) and the error message. In a resumed run a call its journal
+    answered (``replayed``: the tool was not called again) says ``from the journal``.
 
     A started call is ``queued`` until its policy lets it through (``waiting`` while
     its own approval is pending; ``blocked_by`` names a sibling whose approval it
@@ -59,6 +62,7 @@ class SubCallCard(_CallCard):
         self.running: float | None = None
         self.asking = False
         self.blocked_by: str | None = None
+        self.replayed = False
         self.on_change: Callable[[], None] | None = None
         """Told after every change (its run_code card counts the folded calls)."""
 
@@ -83,8 +87,10 @@ class SubCallCard(_CallCard):
         self._changed()
 
     def finish(self, durable: DurableResult, *, duration: float | None = None,
-               waited: float | None = None) -> None:
+               waited: float | None = None, replayed: bool = False) -> None:
+        """Its outcome; ``replayed`` when the run's journal gave it (a resumed run)."""
         self.durable, self.duration, self.waited = durable, duration, waited
+        self.replayed = replayed
         self.asking = False
         self.blocked_by = None
         self._changed()
@@ -92,7 +98,10 @@ class SubCallCard(_CallCard):
     def _detail(self) -> str | None:
         durable = self.durable
         if durable is not None:
-            return durable.error_code if durable.is_error else None
+            code = durable.error_code if durable.is_error else None
+            if self.replayed:
+                return f"{code}, {FROM_JOURNAL}" if code else FROM_JOURNAL
+            return code
         if self.asking:
             return "approval"
         if self.running is None and self.blocked_by is not None:

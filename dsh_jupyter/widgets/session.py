@@ -153,7 +153,8 @@ class SessionView:
             running = event.get("running")
             began = running if running is not None else event["started"]
             sub.finish(durable_from_event(event), duration=event["ended"] - began,
-                       waited=running - event["started"] if running is not None else None)
+                       waited=running - event["started"] if running is not None else None,
+                       replayed=event.get("replayed", False))
             self._asked(event["call_id"], False)
         elif event["kind"] == "tool/code-output":
             parent = self._cards.get(event["call_id"])

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -100,6 +101,35 @@ async def test_dsh_sdk_line_magic(shell: Any) -> None:
     assert bundle["text/html"].startswith("<details open")  # framed, foldable
     assert "## Writing code for run_code" in bundle["text/html"]  # shown as text, not a heading
     assert "-&gt; int" in bundle["text/html"]  # escaped
+
+
+async def test_dsh_approvals_line_magic_shows_the_registrys_journal(
+        shell: Any, tmp_path: Path) -> None:
+    from dsh_jupyter.widgets import PendingApprovals
+    from dsh_jupyter.widgets.pending import NO_JOURNAL, NONE_WAITING
+
+    missing = await run(shell, "%dsh_approvals")
+    assert isinstance(missing.error_in_exec, UsageError)
+    assert "%dsh_approvals: no ToolRegistry" in str(missing.error_in_exec)
+    assert (await run(shell, SETUP)).success
+    shown = await run(shell, "%dsh_approvals")  # the cell's value: the widget
+    assert isinstance(shown.result, PendingApprovals)
+    await shown.result.wait()
+    assert shown.result.message == NO_JOURNAL
+    shell.user_ns["path"] = str(tmp_path / "journal.sqlite")
+    cell = ("journaled = ToolRegistry(mode='code', code_runtime=InProcessRuntime(), "
+            "journal=path)\npending = %dsh_approvals journaled\nawait pending.wait()")
+    assert (await run(shell, cell)).success
+    pending = shell.user_ns["pending"]
+    assert pending.registry is shell.user_ns["journaled"] and pending.message == NONE_WAITING
+    for line, message in (("", "several registries (journaled, registry); name one: "
+                               "%dsh_approvals journaled or %dsh_approvals registry"),
+                          ("--scope", "unrecognized arguments: --scope; usage: "
+                                        "%dsh_approvals [REGISTRY]")):
+        wrong = await run(shell, f"%dsh_approvals {line}")
+        assert isinstance(wrong.error_in_exec, UsageError)
+        assert str(wrong.error_in_exec) == f"%dsh_approvals: {message}"
+    await shell.user_ns["journaled"].aclose()
 
 
 async def test_run_code_outcome_displays_the_card(shell: Any) -> None:
