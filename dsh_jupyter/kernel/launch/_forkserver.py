@@ -244,11 +244,12 @@ class Server:
             self.kill_orphans()
 
     def kill_orphans(self) -> None:
-        """Children that are not kernels re-parented here when their kernel died."""
-        me = os.getpid()
-        for stat in self.proctree.tree(me)[1:]:
-            if stat.ppid == me and stat.pid not in self.kernels:
-                self.proctree.kill_tree(stat.pid)
+        """Children that are not kernels re-parented here when their kernel died. One that
+        is dying already (a confined kernel's init, killed with it) is left to die: it is
+        reaped here, and what it leaves swept then."""
+        for pid in self.proctree.children(os.getpid()):
+            if pid not in self.kernels and not self.proctree.dying(pid):
+                self.proctree.kill_tree(pid)
 
     def shutdown(self) -> None:
         """The host is gone (or done): kill everything; a host that died without cleaning
