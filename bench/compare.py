@@ -1,12 +1,14 @@
-"""This checkout against an earlier commit, side by side: a warm run_code and fresh-kernel
-runs/s, each tree measured in turn (alternating, so load on the machine falls on both).
+"""This checkout against an earlier commit, side by side: a cold kernel from the fork server
+(confined where Linux allows it), a warm run_code and fresh-kernel runs/s, each tree measured
+in turn (alternating, so load on the machine falls on both).
 
-    python bench/compare.py --against 6ad1616 [--rounds 2]
+    python bench/compare.py --against 6ad1616 [--rounds 2] [--quick]
 
 The earlier commit is checked out with ``git worktree`` into a temporary directory and
 imported from there (``PYTHONPATH`` puts it before this venv's editable install); both
-use this venv's packages. Prints each round's figures and the medians. Needs a git
-checkout.
+use this venv's packages. Each round also times the floor (``python -c pass``), which the
+cold start is given against. Prints each round's figures and the medians (of the rounds'
+medians). ``--quick``: fewer samples in each round. Needs a git checkout.
 """
 
 from __future__ import annotations
@@ -18,15 +20,24 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 
 MEASURE = """\
-import asyncio, json, statistics, time
+import asyncio, json, statistics, sys, time
+import zmq.asyncio
 import dsh_jupyter
 from dsh_jupyter.kernel import KernelRuntime, KernelRuntimeConfig
+from dsh_jupyter.kernel.confine.caps import RuntimeCgroups
+from dsh_jupyter.kernel.confine.sandbox import SandboxConfig, confinement_problem
+from dsh_jupyter.kernel.launch.forkserver import ForkLauncher
+from dsh_jupyter.kernel.run.workspace import Workspace, create_runtime_directory, remove_tree
+from dsh_jupyter.kernel.transport.connection import KernelConnection
 from dsh_jupyter.runtime import FunctionBindings, RunRequest
+
+RUNS, WARM, COLD = (int(x) for x in sys.argv[1:4])
 
 PROGRAM = "return await tools.echo({'x': 1})"
 
@@ -62,18 +73,66 @@ async def warm_ms(samples):
             assert result.failure is None, result.failure
     return statistics.median(times) * 1000
 
+async def cold_ms(samples):
+    # start -> kernel_info answered with iopub subscribed, as bench/kernel.py's ready_time
+    sandbox = None if confinement_problem() else SandboxConfig()
+    config = KernelRuntimeConfig(sandbox=sandbox)
+    context = zmq.asyncio.Context()
+    directory = create_runtime_directory()
+    cgroups = RuntimeCgroups.open(None) if sandbox is not None else None
+    launcher = ForkLauncher(config, directory, sandbox, cgroups)
+    await launcher.server()
+    times = []
+    try:
+        for _ in range(samples):
+            workspace = Workspace.create(directory, confined=sandbox is not None)
+            try:
+                started = time.perf_counter()
+                process = await launcher.start(workspace, workspace.environment(config))
+                connection = KernelConnection(context, process.connection_info,
+                                              max_message_bytes=1 << 24)
+                await connection.wait_ready(30)
+                times.append(time.perf_counter() - started)
+                connection.close()
+                await process.kill()
+                await process.wait_gone()
+            finally:
+                workspace.remove()
+            await asyncio.sleep(0.05)
+    finally:
+        await launcher.close()
+        context.destroy(linger=0)
+        remove_tree(directory)
+        if cgroups is not None:
+            cgroups.remove()
+    return statistics.median(times) * 1000, sandbox is not None
+
 async def main():
-    figures = {"runs_per_s": await runs_per_second(60), "warm_ms": await warm_ms(15)}
+    cold, confined = await cold_ms(COLD)
+    figures = {"cold_ms": cold, "confined": confined,
+               "runs_per_s": await runs_per_second(RUNS), "warm_ms": await warm_ms(WARM)}
     print(json.dumps({"package": dsh_jupyter.__file__, **figures}))
 
 asyncio.run(main())
 """
 
 
-def measure(tree: Path) -> dict[str, float]:
+def floor_ms(samples: int) -> float:
+    """``python -c pass``, the floor a cold start is measured against (median, ms)."""
+    times = []
+    for _ in range(samples):
+        started = time.perf_counter()
+        subprocess.run([sys.executable, "-c", "pass"], check=True)
+        times.append(time.perf_counter() - started)
+    return statistics.median(times) * 1000
+
+
+def measure(tree: Path, samples: tuple[int, int, int]) -> dict[str, float]:
+    """One round's figures for the package in ``tree``: ``samples`` is (runs for runs/s,
+    warm runs, cold starts)."""
     env = {**os.environ, "PYTHONPATH": str(tree)}
-    done = subprocess.run([sys.executable, "-c", MEASURE], env=env, cwd=tree, capture_output=True,
-                          text=True, check=True)
+    done = subprocess.run([sys.executable, "-c", MEASURE, *map(str, samples)], env=env,
+                          cwd=tree, capture_output=True, text=True, check=True)
     figures = json.loads(done.stdout.strip().splitlines()[-1])
     assert figures.pop("package").startswith(str(tree)), f"{tree} was not the one imported"
     return {key: float(value) for key, value in figures.items()}
@@ -83,7 +142,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--against", required=True, help="the earlier commit (any git rev)")
     parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--quick", action="store_true", help="fewer samples in each round")
     options = parser.parse_args()
+    samples = (30, 8, 8) if options.quick else (60, 15, 15)
+    floors: list[float] = []
     with tempfile.TemporaryDirectory(prefix="dsh-compare-") as directory:
         earlier = Path(directory) / "earlier"
         subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "-q", "--detach",
@@ -92,19 +154,26 @@ def main() -> None:
             trees = {options.against: earlier, "this checkout": ROOT}
             results: dict[str, list[dict[str, float]]] = {name: [] for name in trees}
             for round_ in range(options.rounds):
+                floors.append(floor_ms(samples[2]))
+                print(f"round {round_ + 1}: floor (python -c pass) {floors[-1]:6.2f} ms")
                 for name, tree in trees.items():
-                    figures = measure(tree)
+                    figures = measure(tree, samples)
                     results[name].append(figures)
-                    print(f"round {round_ + 1}, {name:>14}: {figures['warm_ms']:6.2f} ms warm "
-                          f"run_code, {figures['runs_per_s']:5.1f} fresh runs/s (pool 2)")
+                    print(f"round {round_ + 1}, {name:>14}: {row(figures)}")
         finally:
             subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force",
                             str(earlier)], check=False)
-    print("medians:")
+    floor = statistics.median(floors)
+    print(f"medians (floor {floor:.2f} ms):")
     for name, rounds in results.items():
-        warm = statistics.median(r["warm_ms"] for r in rounds)
-        rate = statistics.median(r["runs_per_s"] for r in rounds)
-        print(f"  {name:>14}: {warm:6.2f} ms warm run_code, {rate:5.1f} runs/s")
+        figures = {key: statistics.median(r[key] for r in rounds) for key in rounds[0]}
+        print(f"  {name:>14}: {row(figures)} ({figures['cold_ms'] / floor:.2f}x floor)")
+
+
+def row(figures: dict[str, float]) -> str:
+    mode = "confined" if figures["confined"] else "unconfined"
+    return (f"{figures['cold_ms']:6.2f} ms cold fork kernel ({mode}), {figures['warm_ms']:6.2f} "
+            f"ms warm run_code, {figures['runs_per_s']:5.1f} fresh runs/s (pool 2)")
 
 
 if __name__ == "__main__":

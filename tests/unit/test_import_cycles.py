@@ -243,6 +243,7 @@ LOADED_BY_PATH = {
     "dsh_jupyter.kernel.launch._child": "the child setup (the keeper, the fork server)",
     "dsh_jupyter.kernel.launch._keeper": "the keeper (run from its source)",
     "dsh_jupyter.kernel.launch._forkserver": "the fork server (run by path)",
+    "dsh_jupyter.kernel.launch._kernelapp": "the kernel application the fork server prepares",
     "dsh_jupyter.kernel.launch.proctree": "loaded by path by the fork server",
     "dsh_jupyter.kernel.run.removal": "loaded by path by the fork server",
 }

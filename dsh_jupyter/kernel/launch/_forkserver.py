@@ -2,9 +2,11 @@
 
 Run by the host as ``python -I _forkserver.py CONTROL_FD CHILD_PY PROCTREE_PY
 INKERNEL_LOADER_PY INKERNEL_MODULE INKERNEL_FILENAME CONFINE_DIR RUNTIME_DIR NICE REMOVAL_PY
-CGROUPS_JSON`` (standard library plus what it preloads; the host names the in-kernel
-package and its loader, see ``inject``; ``CGROUPS_JSON``: the runtime's cgroup
-directories, removed with the runtime's directory when the host is gone). At fork time it
+CGROUPS_JSON KERNELAPP_PY KERNEL_ARGS_JSON`` (standard library plus what it preloads; the
+host names the in-kernel package and its loader, see ``inject``; ``CGROUPS_JSON``: the
+runtime's cgroup directories, removed with the runtime's directory when the host is gone;
+``KERNEL_ARGS_JSON``: the kernel options its kernels will be asked for, whose
+``IPKernelApp`` and shell it builds ahead with ``_kernelapp.py``). At fork time it
 has no threads, no zmq context and no event loop; each child takes the steps of
 ``_child.py``, as the keeper's child does: it dies with the server
 (``PR_SET_PDEATHSIG``), is confined when the request carries a plan (see ``_confine/``:
@@ -12,7 +14,8 @@ the child then waits outside while the kernel runs as PID 2 of its own namespace
 gets its resource limits and priority. Of its own it becomes a kernel in its own process
 group (in the server's session, which runs ``NICE`` below the host), a child subreaper
 (orphans stay in its tree), gets its own environment and working directory, reseeds
-``random``, and runs ``IPKernelApp``. The connection info
+``random``, and finishes the prepared ``IPKernelApp`` (or, for other options, builds one)
+and runs it. The connection info
 (with the key) arrives in the request and reaches the kernel through a memfd:
 it is never written to disk. The debugger (debugpy) is left out: throwaway
 kernels are never debugged, and it would double the modules to load.
@@ -64,29 +67,6 @@ PRELOAD = (
 )
 
 
-def kernel_config(argv: list[str]) -> Any:
-    """The traitlets ``Config`` that ``argv`` stands for when it holds only ``-f FILE`` and
-    ``--Class.trait=value`` options (values resolved as the command line's are, by each
-    trait, when the app loads them); ``None`` for anything else."""
-    from traitlets.config import Config
-    from traitlets.config.loader import DeferredConfigString
-
-    config = Config()
-    rest = list(argv)
-    while rest:
-        option = rest.pop(0)
-        if option == "-f" and rest:
-            config.IPKernelApp.connection_file = rest.pop(0)
-            continue
-        name, equals, value = option.removeprefix("--").partition("=")
-        owner, dot, trait = name.partition(".")
-        if not (option.startswith("--") and equals and dot and owner.isidentifier()
-                and trait.isidentifier()):
-            return None
-        config[owner][trait] = DeferredConfigString(value)
-    return config
-
-
 def _load_child(path: str) -> types.ModuleType:
     """``_child.py``, the steps every launcher's child takes (bootstraps its ``load``)."""
     spec = importlib.util.spec_from_file_location("_dsh_jupyter_child", path)
@@ -108,9 +88,12 @@ def _preload(child: Any, loader_path: str, inkernel_module: str,
 
 class Server:
     def __init__(self, control: socket.socket, child: Any, proctree: Any, confine: Any,
-                 removal: Any, runtime_dir: str, nice: int, cgroups: list[str]) -> None:
+                 removal: Any, runtime_dir: str, nice: int, cgroups: list[str],
+                 kernelapp: Any, prepared: Any) -> None:
         self.cgroups = cgroups
         self.child = child
+        self.kernelapp = kernelapp
+        self.prepared = prepared
         self.control = control
         self.proctree = proctree
         self.confine = confine
@@ -223,22 +206,13 @@ class Server:
                      restrict=request.get("restrict") or None,
                      limits=request.get("limits", {}), nice=self.nice)
         sys.argv = ["ipykernel_launcher", *argv]
-        from ipykernel.kernelapp import IPKernelApp
-
-        config = kernel_config(argv)
-        if config is None:
-            app = IPKernelApp.instance()
-            app.initialize(argv)  # type: ignore[no-untyped-call]
+        prepared = self.prepared
+        if prepared is not None and tuple(request.get("argv", ())) == prepared.argv:
+            app = self.kernelapp.finish(prepared, f"/proc/self/fd/{connection}")
         else:
-            # The same settings as a Config: traitlets' command-line parser (an argparse
-            # parser over every configurable class, 2-3 ms of each start) has nothing to
-            # do, nor has the search for config files in the kernel's fresh HOME.
-            app = IPKernelApp.instance(config=config)
-            app.parse_command_line = lambda argv=None: None  # type: ignore[method-assign]
-            app.load_config_file = lambda *args, **kwargs: None  # type: ignore[method-assign]
-            app.initialize([])  # type: ignore[no-untyped-call]
+            app = self.kernelapp.build(argv)
         os.close(connection)
-        app.start()  # type: ignore[no-untyped-call]
+        app.start()
         os._exit(0)
 
     def kill(self, pid: int) -> bool:
@@ -270,11 +244,12 @@ class Server:
             self.kill_orphans()
 
     def kill_orphans(self) -> None:
-        """Children that are not kernels re-parented here when their kernel died."""
-        me = os.getpid()
-        for stat in self.proctree.tree(me)[1:]:
-            if stat.ppid == me and stat.pid not in self.kernels:
-                self.proctree.kill_tree(stat.pid)
+        """Children that are not kernels re-parented here when their kernel died. One that
+        is dying already (a confined kernel's init, killed with it) is left to die: it is
+        reaped here, and what it leaves swept then."""
+        for pid in self.proctree.children(os.getpid()):
+            if pid not in self.kernels and not self.proctree.dying(pid):
+                self.proctree.kill_tree(pid)
 
     def shutdown(self) -> None:
         """The host is gone (or done): kill everything; a host that died without cleaning
@@ -320,12 +295,15 @@ def main(argv: list[str]) -> None:
     proctree = child.load("_dsh_jupyter_proctree", argv[2])
     confine = child.load("_dsh_jupyter_confine", argv[6])
     removal = child.load("_dsh_jupyter_removal", argv[9])
+    kernelapp = child.load("_dsh_jupyter_kernelapp", argv[11])
     _preload(child, argv[3], argv[4], argv[5])
+    # The kernel's application and shell, as far as a fork allows: each child finishes them.
+    prepared = kernelapp.prepare(json.loads(argv[12]))
     child.become_subreaper()
     gc.collect()
     gc.freeze()  # keep preloaded objects out of collections: fewer pages copied per kernel
     Server(control, child, proctree, confine, removal, argv[7], int(argv[8]),
-           json.loads(argv[10])).serve()
+           json.loads(argv[10]), kernelapp, prepared).serve()
 
 
 if __name__ == "__main__":

@@ -37,6 +37,8 @@ from . import proctree
 from .base import CHILD_SCRIPT, KERNEL_ARGS, check_host_ipykernel, describe_status
 
 SERVER_SCRIPT = Path(__file__).with_name("_forkserver.py")
+KERNELAPP_SCRIPT = Path(__file__).with_name("_kernelapp.py")
+"""The kernel application the server builds ahead for ``KERNEL_ARGS`` (loaded by path)."""
 
 
 class ForkServerError(Exception):
@@ -66,7 +68,8 @@ class ForkServer:
                  str(CHILD_SCRIPT), proctree.__file__, str(LOADER_PATH), MODULE_NAME,
                  SOURCE_FILENAME,
                  str(CONFINE_PACKAGE), str(runtime_dir), str(nice), removal.__file__,
-                 json.dumps([str(path) for path in cgroups])],
+                 json.dumps([str(path) for path in cgroups]), str(KERNELAPP_SCRIPT),
+                 json.dumps(list(KERNEL_ARGS))],
                 pass_fds=[server_end.fileno()], env=env, cwd="/",
                 stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                 start_new_session=True,
