@@ -111,7 +111,10 @@ def host_as(user: pwd.struct_passwd) -> dict[str, object]:
         steps += [f"mkdir -p {stage}/{number}", f"mount --bind {path} {stage}/{number}"]
     tops = sorted({top for _path, top in staged} | {"/tmp"}, key=len)
     for top in tops:
-        steps.append(f"mount -t tmpfs -o mode={'1777' if top == '/tmp' else '0755'} tmpfs {top}")
+        # A top inside /tmp (a mktemp -d directory under a 1777 /tmp) is hidden once /tmp,
+        # shorter and so first, has its tmpfs: made again on it before it gets its own.
+        steps += [f"mkdir -p {top}",
+                  f"mount -t tmpfs -o mode={'1777' if top == '/tmp' else '0755'} tmpfs {top}"]
     for number, (path, _top) in enumerate(staged):
         steps += [f"mkdir -p {path}", f"mount --bind {stage}/{number} {path}"]
     steps += [f"mkdir -p /tmp/home && chown {user.pw_uid}:{user.pw_gid} /tmp/home",

@@ -10,6 +10,7 @@ whose own kernel its notebooks then run on.
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 import json
 import os
 import signal
@@ -21,6 +22,22 @@ import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+
+CHROMIUM = os.environ.get("DSH_CHROMIUM", "/usr/bin/chromium")
+"""Debian's chromium (never a downloaded browser); ``DSH_CHROMIUM`` names another."""
+CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                 "--disable-component-update", "--disable-sync", "--no-first-run"]
+
+
+def browser_missing(*modules: str) -> str | None:
+    """Why a browser test cannot run here (no chromium, one of ``modules`` not installed),
+    or ``None``: the reason its ``skipif`` gives."""
+    if not Path(CHROMIUM).exists():
+        return f"no chromium at {CHROMIUM} (apt-get install -y chromium)"
+    for module in modules:
+        if importlib.util.find_spec(module) is None:
+            return f"{module} is not installed (pip install {' '.join(modules)})"
+    return None
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,6 @@ Run it alone with ``pytest -m browser tests/integration/widgets``.
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import shutil
 import time
@@ -19,33 +18,22 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from lab_harness import LabServer, jupyterlab
+from lab_harness import CHROMIUM, CHROMIUM_ARGS, LabServer, browser_missing, jupyterlab
 
 REPO = Path(__file__).resolve().parents[3]
 NOTEBOOK = Path(__file__).parent / "notebooks" / "widgets_live.ipynb"
 MAGIC_NOTEBOOK = Path(__file__).parent / "notebooks" / "magic_live.ipynb"
-CHROMIUM = os.environ.get("DSH_CHROMIUM", "/usr/bin/chromium")
 ARTIFACTS = REPO / "artifacts" / "widgets"
 DOCS_IMG = REPO / "docs" / "img"
 # Screenshots show durations, so they differ on every run: docs/img is rewritten only
 # when asked, and a normal run leaves the checkout clean.
 UPDATE_DOCS = os.environ.get("DSH_UPDATE_DOC_SCREENSHOTS") == "1"
-CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                 "--disable-component-update", "--disable-sync", "--no-first-run"]
 XSS_TITLE = 'Tidy the notes <img src=x onerror="window.__dsh_xss = 2">'
 
 
-def _missing() -> str | None:
-    if not Path(CHROMIUM).exists():
-        return f"no chromium at {CHROMIUM} (apt-get install -y chromium)"
-    for module in ("jupyterlab", "playwright"):
-        if importlib.util.find_spec(module) is None:
-            return f"{module} is not installed (pip install jupyterlab playwright)"
-    return None
-
-
 pytestmark = [pytest.mark.browser, pytest.mark.kernel,
-              pytest.mark.skipif(_missing() is not None, reason=_missing() or ""),
+              pytest.mark.skipif(browser_missing("jupyterlab", "playwright") is not None,
+                                 reason=browser_missing("jupyterlab", "playwright") or ""),
               pytest.mark.timeout(300)]
 
 

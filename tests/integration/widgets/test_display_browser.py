@@ -7,20 +7,17 @@ from __future__ import annotations
 
 import base64
 import http.server
-import importlib.util
-import os
 import threading
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
+from lab_harness import CHROMIUM, browser_missing
 
 from dsh_jupyter.widgets import display_block
 from dsh_jupyter.widgets.doc import Doc
 from dsh_jupyter.widgets.render import to_html
 
-CHROMIUM = os.environ.get("DSH_CHROMIUM", "/usr/bin/chromium")
 PNG = base64.b64decode("iVBORw0KGgoAAAANSUhEUgAAAAIAAAABCAIAAAB7QOjdAAAADUlEQVR4nGP4z8AARAAI/gH/"
                        "xp559wAAAABJRU5ErkJggg==")  # 2x1 pixels
 PAYLOADS = [
@@ -37,16 +34,9 @@ PAYLOADS = [
 ]
 
 
-def _missing() -> str | None:
-    if not Path(CHROMIUM).exists():
-        return f"no chromium at {CHROMIUM} (apt-get install -y chromium)"
-    if importlib.util.find_spec("playwright") is None:
-        return "playwright is not installed (pip install playwright)"
-    return None
-
-
 pytestmark = [pytest.mark.browser, pytest.mark.timeout(120),
-              pytest.mark.skipif(_missing() is not None, reason=_missing() or "")]
+              pytest.mark.skipif(browser_missing("playwright") is not None,
+                                 reason=browser_missing("playwright") or "")]
 
 
 class _Recorder(http.server.BaseHTTPRequestHandler):

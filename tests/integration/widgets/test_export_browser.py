@@ -9,9 +9,7 @@ run it again in full. Run alone with
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import os
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -20,13 +18,10 @@ from typing import Any
 import nbformat
 import papermill
 import pytest
-from lab_harness import LabServer, jupyterlab
+from lab_harness import CHROMIUM, CHROMIUM_ARGS, LabServer, browser_missing, jupyterlab
 
 from dsh_jupyter import export_notebook
 
-CHROMIUM = os.environ.get("DSH_CHROMIUM", "/usr/bin/chromium")
-CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                 "--disable-component-update", "--disable-sync", "--no-first-run"]
 SAMPLE = "dsh_jupyter.demo.tools:sample_registry"
 POLL = '''\
 import asyncio
@@ -48,17 +43,9 @@ log = resources.enter_context(JsonlSessionWriter("session.jsonl"))
 undo = registry.on_event(log)'''
 
 
-def _missing() -> str | None:
-    if not Path(CHROMIUM).exists():
-        return f"no chromium at {CHROMIUM} (apt-get install -y chromium)"
-    for module in ("jupyterlab", "playwright"):
-        if importlib.util.find_spec(module) is None:
-            return f"{module} is not installed (pip install jupyterlab playwright)"
-    return None
-
-
 pytestmark = [pytest.mark.browser, pytest.mark.kernel,
-              pytest.mark.skipif(_missing() is not None, reason=_missing() or ""),
+              pytest.mark.skipif(browser_missing("jupyterlab", "playwright") is not None,
+                                 reason=browser_missing("jupyterlab", "playwright") or ""),
               pytest.mark.timeout(300)]
 
 

@@ -13,7 +13,6 @@ ran once. Screenshots go to ``artifacts/widgets/`` (and ``docs/img/`` with
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import shutil
@@ -25,14 +24,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from lab_harness import LabServer, jupyterlab
+from lab_harness import CHROMIUM, CHROMIUM_ARGS, LabServer, browser_missing, jupyterlab
 
 REPO = Path(__file__).resolve().parents[3]
-CHROMIUM = os.environ.get("DSH_CHROMIUM", "/usr/bin/chromium")
 ARTIFACTS = REPO / "artifacts" / "widgets"
 DOCS_IMG = REPO / "docs" / "img"
-CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                 "--disable-component-update", "--disable-sync", "--no-first-run"]
 NOTEBOOK = "pending.ipynb"
 
 SETUP = """%load_ext dsh_jupyter
@@ -73,17 +69,9 @@ print("rm", removed)
 return await tools.read({"path": "b.txt"})"""
 
 
-def _missing() -> str | None:
-    if not Path(CHROMIUM).exists():
-        return f"no chromium at {CHROMIUM} (apt-get install -y chromium)"
-    for module in ("jupyterlab", "playwright"):
-        if importlib.util.find_spec(module) is None:
-            return f"{module} is not installed (pip install jupyterlab playwright)"
-    return None
-
-
 pytestmark = [pytest.mark.browser, pytest.mark.kernel,
-              pytest.mark.skipif(_missing() is not None, reason=_missing() or ""),
+              pytest.mark.skipif(browser_missing("jupyterlab", "playwright") is not None,
+                                 reason=browser_missing("jupyterlab", "playwright") or ""),
               pytest.mark.timeout(300)]
 
 

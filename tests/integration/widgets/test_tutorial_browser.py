@@ -8,33 +8,28 @@ Run it alone with ``pytest -m browser tests/integration/widgets/test_tutorial_br
 
 from __future__ import annotations
 
-import importlib.util
-import os
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from lab_harness import LabServer, jupyterlab, lab_only_venv
+from lab_harness import (
+    CHROMIUM,
+    CHROMIUM_ARGS,
+    LabServer,
+    browser_missing,
+    jupyterlab,
+    lab_only_venv,
+)
 
 REPO = Path(__file__).resolve().parents[3]
 TUTORIAL = REPO / "notebooks" / "07-notebook-experience.ipynb"
-CHROMIUM = os.environ.get("DSH_CHROMIUM", "/usr/bin/chromium")
-CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                 "--disable-component-update", "--disable-sync", "--no-first-run"]
-
-
-def _missing() -> str | None:
-    if not Path(CHROMIUM).exists():
-        return f"no chromium at {CHROMIUM} (apt-get install -y chromium)"
-    if importlib.util.find_spec("playwright") is None:
-        return "playwright is not installed (pip install playwright)"
-    return None
 
 
 pytestmark = [pytest.mark.browser, pytest.mark.kernel,
-              pytest.mark.skipif(_missing() is not None, reason=_missing() or ""),
+              pytest.mark.skipif(browser_missing("playwright") is not None,
+                                 reason=browser_missing("playwright") or ""),
               pytest.mark.timeout(480)]
 
 
