@@ -232,7 +232,10 @@ async def test_a_forged_state_is_refused_like_an_unknown_one(tmp_path: Path) -> 
     mac = first.request_state.rpartition(".")[2]
     async with (serve_mcp(Tools(bodies).registry, http="127.0.0.1:0", journal=path) as service,
                 Client(str(service.url), elicitation_callback=never_called) as client):
-        for forged in (f"{run_id[:-1]}0.{mac}", f"{run_id}.{mac[:-1]}A",
+        # One character changed (never to itself: that would be the genuine state).
+        other_id = run_id[:-1] + ("1" if run_id[-1] == "0" else "0")
+        other_mac = mac[:-1] + ("B" if mac[-1] == "A" else "A")
+        for forged in (f"{other_id}.{mac}", f"{run_id}.{other_mac}",
                        sign_state(bytes(32), run_id), run_id, "not-a-state"):
             with pytest.raises(MCPError, match="unknown or expired requestState") as refused:
                 await client.session.call_tool("run_code", RUN_CODE, request_state=forged,
