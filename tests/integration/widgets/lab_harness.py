@@ -142,3 +142,45 @@ def lab_only_venv(directory: Path, *, timeout: float = 300.0) -> Path:
     if done.returncode != 0:
         raise RuntimeError(f"pip install -e '.[lab]' failed:\n{done.stderr[-4000:]}")
     return venv / "bin" / "python"
+
+
+# The cells of the approvals-after-a-restart tests (test_pending_kernel.py drives a kernel as
+# a front end would, test_pending_browser.py JupyterLab in chromium): a setup cell making a
+# journaled registry whose tools count their bodies in ``counter`` and whose ``rm`` asks on a
+# card nobody clicks, and a program whose ``rm`` waits on it.
+PENDING_SETUP = """%load_ext dsh_jupyter
+from pathlib import Path
+from dsh_jupyter import Ask, ToolRegistry
+from dsh_jupyter.kernel import KernelRuntime
+from dsh_jupyter.widgets import NotebookApprovals
+
+COUNTER = Path({counter!r})
+runtime = await KernelRuntime().__aenter__()
+registry = ToolRegistry(mode="code", code_runtime=runtime, journal={journal!r},
+                        approval=NotebookApprovals(interactive=True))
+
+def count(line):
+    with COUNTER.open("a") as counter:
+        counter.write(line + "\\n")
+
+@registry.tool
+async def read(path: str) -> str:
+    "Read a file."
+    count(f"read {{path}}")
+    return f"<{{path}}>"
+
+@registry.tool
+async def rm(path: str) -> str:
+    "Remove a file."
+    count(f"rm {{path}}")
+    return f"removed {{path}}"
+
+registry.on_pre_execute(
+    lambda execution, decision: Ask("rm deletes a file") if execution.name == "rm" else None)"""
+
+PENDING_PROGRAM = """%%run_code --description "Tidy up"
+first = await tools.read({"path": "a.txt"})
+print("read", first)
+removed = await tools.rm({"path": "a.txt"})
+print("rm", removed)
+return await tools.read({"path": "b.txt"})"""

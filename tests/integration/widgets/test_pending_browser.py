@@ -24,49 +24,21 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from lab_harness import CHROMIUM, CHROMIUM_ARGS, LabServer, browser_missing, jupyterlab
+from lab_harness import (
+    CHROMIUM,
+    CHROMIUM_ARGS,
+    PENDING_PROGRAM,
+    PENDING_SETUP,
+    LabServer,
+    browser_missing,
+    jupyterlab,
+)
 
 REPO = Path(__file__).resolve().parents[3]
 ARTIFACTS = REPO / "artifacts" / "widgets"
 DOCS_IMG = REPO / "docs" / "img"
 NOTEBOOK = "pending.ipynb"
 
-SETUP = """%load_ext dsh_jupyter
-from pathlib import Path
-from dsh_jupyter import Ask, ToolRegistry
-from dsh_jupyter.kernel import KernelRuntime
-from dsh_jupyter.widgets import NotebookApprovals
-
-COUNTER = Path({counter!r})
-runtime = await KernelRuntime().__aenter__()
-registry = ToolRegistry(mode="code", code_runtime=runtime, journal={journal!r},
-                        approval=NotebookApprovals(interactive=True))
-
-def count(line):
-    with COUNTER.open("a") as counter:
-        counter.write(line + "\\n")
-
-@registry.tool
-async def read(path: str) -> str:
-    "Read a file."
-    count(f"read {{path}}")
-    return f"<{{path}}>"
-
-@registry.tool
-async def rm(path: str) -> str:
-    "Remove a file."
-    count(f"rm {{path}}")
-    return f"removed {{path}}"
-
-registry.on_pre_execute(
-    lambda execution, decision: Ask("rm deletes a file") if execution.name == "rm" else None)"""
-
-PROGRAM = """%%run_code --description "Tidy up"
-first = await tools.read({"path": "a.txt"})
-print("read", first)
-removed = await tools.rm({"path": "a.txt"})
-print("rm", removed)
-return await tools.read({"path": "b.txt"})"""
 
 
 pytestmark = [pytest.mark.browser, pytest.mark.kernel,
@@ -79,11 +51,11 @@ pytestmark = [pytest.mark.browser, pytest.mark.kernel,
 def lab(tmp_path: Path) -> Iterator[LabServer]:
     root = tmp_path / "root"
     root.mkdir()
-    setup = SETUP.format(counter=str(tmp_path / "bodies.txt"),
+    setup = PENDING_SETUP.format(counter=str(tmp_path / "bodies.txt"),
                          journal=str(tmp_path / "journal.sqlite"))
     cells: list[dict[str, object]] = [
         {"cell_type": "code", "execution_count": None, "metadata": {}, "outputs": [],
-         "source": source} for source in (setup, PROGRAM, "%dsh_approvals")]
+         "source": source} for source in (setup, PENDING_PROGRAM, "%dsh_approvals")]
     (root / NOTEBOOK).write_text(json.dumps({
         "cells": cells, "nbformat": 4, "nbformat_minor": 5,
         "metadata": {"kernelspec": {"display_name": "Python 3", "language": "python",

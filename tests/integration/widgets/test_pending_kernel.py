@@ -23,6 +23,7 @@ from typing import Any
 
 import pytest
 from jupyter_client.manager import AsyncKernelManager
+from lab_harness import PENDING_PROGRAM, PENDING_SETUP
 
 from dsh_jupyter.durable import SqliteJournalStore
 
@@ -30,45 +31,6 @@ pytestmark = [pytest.mark.kernel, pytest.mark.timeout(300)]
 WIDGET = "application/vnd.jupyter.widget-view+json"
 SECONDS = 120
 
-SETUP = """
-%load_ext dsh_jupyter
-from pathlib import Path
-from dsh_jupyter import Ask, ToolRegistry
-from dsh_jupyter.kernel import KernelRuntime
-from dsh_jupyter.widgets import NotebookApprovals
-
-COUNTER = Path({counter!r})
-runtime = await KernelRuntime().__aenter__()
-registry = ToolRegistry(mode="code", code_runtime=runtime, journal={journal!r},
-                        approval=NotebookApprovals(interactive=True))
-
-def count(line):
-    with COUNTER.open("a") as counter:
-        counter.write(line + "\\n")
-
-@registry.tool
-async def read(path: str) -> str:
-    "Read a file."
-    count(f"read {{path}}")
-    return f"<{{path}}>"
-
-@registry.tool
-async def rm(path: str) -> str:
-    "Remove a file."
-    count(f"rm {{path}}")
-    return f"removed {{path}}"
-
-registry.on_pre_execute(
-    lambda execution, decision: Ask("rm deletes a file") if execution.name == "rm" else None)
-"""
-
-PROGRAM = """%%run_code --description "Tidy up"
-first = await tools.read({"path": "a.txt"})
-print("read", first)
-removed = await tools.rm({"path": "a.txt"})
-print("rm", removed)
-return await tools.read({"path": "b.txt"})
-"""
 
 
 class Frontend:
@@ -165,11 +127,11 @@ async def pending_runs(journal: Path) -> list[str]:
 async def test_an_approval_survives_a_kernel_restart_and_a_click_resumes_the_run(
         frontend: Frontend, tmp_path: Path) -> None:
     journal, counter = tmp_path / "journal.sqlite", tmp_path / "bodies.txt"
-    setup = SETUP.format(counter=str(counter), journal=str(journal))
+    setup = PENDING_SETUP.format(counter=str(counter), journal=str(journal))
     await frontend.run(setup)
 
     # The program waits on rm's card; the card says the question is journaled.
-    frontend.execute(PROGRAM)
+    frontend.execute(PENDING_PROGRAM)
     asked = await frontend.until(
         lambda m: "journaled: survives a restart" in json.dumps(widget_state(m)),
         "approval card saying it is journaled")
