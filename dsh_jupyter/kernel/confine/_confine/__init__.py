@@ -193,7 +193,10 @@ def _settle(init: int, procs: list[int], heard: socket.socket, ready_fd: int,
                           if level == socket.SOL_SOCKET and kind == socket.SCM_CREDENTIALS)
             for fd in procs:
                 for pid in (init, kernel):
-                    os.write(fd, str(pid).encode())
+                    # A kernel that exited at once (a kernelspec that fails) is gone before
+                    # it is moved: nothing is left to contain, and it exits as it chose.
+                    with contextlib.suppress(ProcessLookupError):
+                        os.write(fd, str(pid).encode())
             report(ready_fd, "ready")
     except (OSError, StopIteration) as error:
         with contextlib.suppress(OSError):
