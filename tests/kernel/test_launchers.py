@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import signal
@@ -206,6 +207,50 @@ async def test_fork_server_cleans_up_after_a_vanished_host() -> None:
     assert not directory.exists()
     if cgroups is not None:  # the server removed the runtime's cgroups too
         assert not any(path.exists() for path in cgroups.directories)
+
+
+def _in_session(session: int) -> list[int]:
+    """The live processes of ``session`` (the fork server's: it starts a session of its
+    own, which its kernels stay in)."""
+    found = []
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            with contextlib.suppress(OSError):
+                with open(f"/proc/{name}/stat", "rb") as file:
+                    fields = file.read().rsplit(b")", 1)[1].split()
+                if int(fields[3]) == session and fields[0] != b"Z":
+                    found.append(int(name))
+    return found
+
+
+async def test_fork_server_shuts_down_cleanly_with_a_spawn_in_flight() -> None:
+    """The host goes while the server forks a kernel for it (a pool's prewarm as the
+    host closes): the server cannot answer, yet still kills that kernel, removes the
+    runtime's directory and exits normally (it died on the failed reply before)."""
+    from dsh_jupyter.kernel import KernelRuntimeConfig
+    from dsh_jupyter.kernel.confine.caps import RuntimeCgroups
+    from dsh_jupyter.kernel.launch.forkserver import ForkLauncher
+    from dsh_jupyter.kernel.run.workspace import Workspace, create_runtime_directory
+
+    config = KernelRuntimeConfig()
+    directory = create_runtime_directory()
+    cgroups = RuntimeCgroups.open(None) if config.confinement is not None else None
+    launcher = ForkLauncher(config, directory, config.confinement, cgroups)
+    server = await launcher.server()
+    workspace = Workspace.create(directory, confined=config.confinement is not None)
+    spawn = asyncio.create_task(launcher.start(workspace, workspace.environment(config)))
+    for _ in range(10_000):
+        if server._pending:  # the request is written: the host goes now
+            break
+        await asyncio.sleep(0)
+    await launcher.close()
+    with pytest.raises(Exception):  # noqa: B017  # the spawn's reply never comes
+        await spawn
+    assert server.process.returncode == 0
+    assert not directory.exists()
+    if cgroups is not None:
+        assert not any(path.exists() for path in cgroups.directories)
+    assert await still_running(_in_session(server.process.pid), within=5.0) == []
 
 
 async def test_fork_server_removes_what_a_program_left_after_a_vanished_host() -> None:

@@ -52,10 +52,12 @@ import select
 import signal
 import socket
 import sys
+import time
 import types
 from typing import Any
 
 AUTOGROUP_RETRY_SECONDS = 0.11
+SHUTDOWN_POLL_SECONDS = 0.005
 
 PRELOAD = (
     "ipykernel.kernelapp", "ipykernel.ipkernel", "ipykernel.zmqshell", "ipykernel.comm",
@@ -124,20 +126,24 @@ class Server:
                                                timeout)
             except InterruptedError:
                 continue
-            if self.wake_read in readable:
-                with contextlib.suppress(BlockingIOError):
-                    while os.read(self.wake_read, 4096):
-                        pass
-                self.reap()
-            if self.control.fileno() in readable:
-                data = self.control.recv(1 << 20)
-                if not data:
-                    self.shutdown()
-                    return
-                buffer += data
-                *lines, buffer = buffer.split(b"\n")
-                for line in lines:
-                    self.handle(json.loads(line))
+            try:
+                if self.wake_read in readable:
+                    with contextlib.suppress(BlockingIOError):
+                        while os.read(self.wake_read, 4096):
+                            pass
+                    self.reap()
+                if self.control.fileno() in readable:
+                    data = self.control.recv(1 << 20)
+                    if not data:
+                        self.shutdown()
+                        return
+                    buffer += data
+                    *lines, buffer = buffer.split(b"\n")
+                    for line in lines:
+                        self.handle(json.loads(line))
+            except ConnectionError:  # a reply the host is no longer there to read: it has gone
+                self.shutdown()
+                return
 
     def handle(self, request: dict[str, Any]) -> None:
         op, request_id = request.get("op"), request.get("id")
@@ -152,6 +158,8 @@ class Server:
                 self.send({"id": request_id, "ok": self.kill(request["pid"])})
             else:
                 self.send({"id": request_id, "error": f"unknown op {op!r}"})
+        except ConnectionError:
+            raise
         except Exception as error:
             self.send({"id": request_id, "error": f"{type(error).__name__}: {error}"})
 
@@ -258,12 +266,15 @@ class Server:
         there removes the directory again and logs it."""
         for pid in list(self.kernels):
             self.proctree.kill_tree(pid)
+        self.kernels.clear()  # killed: from here on, any child left is an orphan to kill
         with contextlib.suppress(ChildProcessError):
             while True:
-                # Sweep again after every reap: a process that forks as its parent dies
-                # would otherwise outlive the server (and re-parent to init).
+                # Sweep on every pass, not only after a reap: a process that forks as its
+                # parent dies re-parents here without waking a wait, and a blocking wait
+                # then waited for it forever (it would outlive the server otherwise).
                 self.kill_orphans()
-                os.waitpid(-1, 0)
+                if os.waitpid(-1, os.WNOHANG)[0] == 0:
+                    time.sleep(SHUTDOWN_POLL_SECONDS)
         if os.path.basename(self.runtime_dir).startswith("dsh-runtime-"):
             self.removal.remove_tree(self.runtime_dir)
         for directory in self.cgroups:  # the runtime's, with its kernels' (all empty now)
@@ -284,8 +295,6 @@ def _remove_cgroup(directory: str) -> None:
         except FileNotFoundError:
             return
         except OSError:
-            import time
-
             time.sleep(0.05)
 
 
