@@ -60,6 +60,7 @@ SEED_HOME = "seed-home"
 KERNEL_ROOT = "/workspace"
 """Where a confined kernel sees its own directories."""
 READY_POLL_SECONDS = 0.05
+EXIT_POLL_SECONDS = 0.005
 
 
 def create_runtime_directory() -> Path:
@@ -180,7 +181,14 @@ class Workspace:
         pids = [int(line[4:]) for line in lines if line.startswith(b"pid ")]
         if len(pids) != 1:
             raise RuntimeError(f"the confined kernel said {lines!r}, not one pid")
-        self.attach(pids[0])
+        try:
+            self.attach(pids[0])
+        except OSError:  # its confiner has gone already: the kernel exited as it started
+            for _ in range(int(seconds / EXIT_POLL_SECONDS)):  # its status is on its way
+                if not await process.is_alive():
+                    break
+                await asyncio.sleep(EXIT_POLL_SECONDS)
+            raise RuntimeError(process.exit_reason()) from None
 
     def attach(self, pid: int) -> None:
         """Hold the confined kernel's ``/workspace``, seen through the root of ``pid`` (the
