@@ -11,6 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from kernel_support import Recorder, RuntimeFactory, run
+from property_support import examples
 
 from dsh_jupyter.json_value import FrozenDict, FrozenList
 from dsh_jupyter.kernel.inkernel import frames as inkernel_frames
@@ -36,7 +37,7 @@ JSON = st.recursive(
     max_leaves=60)
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(JSON)
 def test_any_value_round_trips_with_its_exact_size(value: Any) -> None:
     builder = rebuilt(value)

@@ -11,6 +11,7 @@ from typing import Any, cast
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from property_support import examples
 
 from dsh_jupyter.json_dump import dump_json
 from dsh_jupyter.json_value import (
@@ -213,7 +214,7 @@ ODD_JSON = st.recursive(
     max_leaves=30)
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(value=JSON, layout=LAYOUTS)
 def test_dump_writes_what_the_walk_wrote(value: Any, layout: dict[str, Any]) -> None:
     text = reference_dump(value, **layout)
@@ -228,7 +229,7 @@ def test_dump_writes_what_the_walk_wrote(value: Any, layout: dict[str, Any]) -> 
     assert dump_json(frozen, **layout) == text
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(value=ODD_JSON, layout=LAYOUTS)
 def test_dump_fails_and_writes_subclasses_like_the_walk(value: Any,
                                                         layout: dict[str, Any]) -> None:

@@ -16,6 +16,7 @@ import pytest
 from code_mode_support import code_registry, run
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from property_support import examples
 
 from dsh_jupyter import ToolRegistry
 from dsh_jupyter.codemode.model_text import (
@@ -151,7 +152,7 @@ def test_the_smallest_share_holds_the_widest_note() -> None:
     split(cut)
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(text=st.text(alphabet=st.sampled_from("ab\n é😀\ud83d\ude00"), max_size=3_000),
        max_chars=st.integers(min_value=250, max_value=3_000))
 def test_any_text_fits_its_room_and_keeps_its_ends(text: str, max_chars: int) -> None:

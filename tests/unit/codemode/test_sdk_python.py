@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from property_support import examples
 from sdk_support import (
     _OBJECT_CYCLE,
     CASES,
@@ -299,7 +300,7 @@ _TOOLS = st.lists(
 )
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(_TOOLS)
 def test_any_input_renders_a_module_that_compiles_and_runs(tools: list[SdkTool]) -> None:
     text = render_python_sdk(tools)
@@ -311,7 +312,7 @@ def test_any_input_renders_a_module_that_compiles_and_runs(tools: list[SdkTool])
     assert all(isinstance(n, ast.AsyncFunctionDef | ast.FunctionDef) for n in protocol.body)
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(st.text("\"\\'\n\r #xr", max_size=40), st.text("\"\\'\n #x", max_size=40))
 def test_any_description_stays_a_docstring_or_comment(description: str, field: str) -> None:
     params = obj({"x": {**STR, "description": field, "default": field}})
@@ -326,7 +327,7 @@ def test_any_description_stays_a_docstring_or_comment(description: str, field: s
     assert all(isinstance(node, ast.Expr) for node in method.body)
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(_SCHEMAS)
 def test_any_schema_is_a_type_expression(schema: object) -> None:
     compile(json_schema_to_py(schema), "type", "eval")

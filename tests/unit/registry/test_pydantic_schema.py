@@ -11,6 +11,7 @@ from typing import Annotated, Any, Literal
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from property_support import examples
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 from typing_extensions import TypedDict
 
@@ -269,7 +270,7 @@ def near(schema: dict[str, Any]) -> st.SearchStrategy[Any]:
 
 
 @pytest.mark.parametrize("type_", TYPES, ids=repr)
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=examples(100), deadline=None)
 @given(data=st.data())
 def test_every_value_pydantic_accepts_strictly_from_json_passes(type_: Any, data: Any) -> None:
     adapter: TypeAdapter[Any] = TypeAdapter(type_)
@@ -283,7 +284,7 @@ def test_every_value_pydantic_accepts_strictly_from_json_passes(type_: Any, data
 
 
 @pytest.mark.parametrize("type_", TYPES, ids=repr)
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=examples(100), deadline=None)
 @given(data=st.data())
 def test_serialized_values_pass_the_serialization_schema(type_: Any, data: Any) -> None:
     # What a typed tool returns is dumped to JSON and checked against the output schema.

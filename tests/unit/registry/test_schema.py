@@ -10,6 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from jsonschema import Draft202012Validator
+from property_support import examples
 
 from dsh_jupyter.errors import UnsupportedSchemaError
 from dsh_jupyter.json_value import snapshot_json
@@ -419,7 +420,7 @@ def values_for(schema: dict[str, Any]) -> st.SearchStrategy[Any]:
     return st.one_of(options)
 
 
-@settings(max_examples=1000, deadline=None)
+@settings(max_examples=examples(1000), deadline=None)
 @given(data=st.data())
 def test_validity_matches_jsonschema(data: st.DataObject) -> None:
     schema = data.draw(schemas(4), label="schema")
