@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 from kernel_support import KERNEL_IDENTITY, Recorder, RuntimeFactory, gone, run
 from tree_support import build_deep
+from waiting_support import still_running
 
 from dsh_jupyter.kernel import KernelRuntime
 from dsh_jupyter.kernel.launch import proctree
@@ -34,19 +35,6 @@ async def seen_dead(process: KernelProcess, within: float = 5.0) -> bool:
             return False
         await asyncio.sleep(0.01)
     return True
-
-
-async def still_running(pids: list[int], within: float) -> list[int]:
-    """Those of ``pids`` still running (not gone, not zombies) after waiting up to
-    ``within`` seconds for all of them to die."""
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + within
-    while True:
-        alive = [pid for pid in pids if (stat := proctree.read_stat(pid)) is not None
-                 and stat.state != "Z"]
-        if not alive or loop.time() > deadline:
-            return alive
-        await asyncio.sleep(0.01)
 
 
 @pytest.fixture(params=["fork", "stock"])

@@ -7,6 +7,8 @@ import asyncio
 import inspect
 from collections.abc import Awaitable, Callable
 
+from dsh_jupyter.kernel.launch import proctree
+
 
 async def eventually(predicate: Callable[[], Awaitable[object] | object], *,
                      seconds: float = 15.0, every: float = 0.02) -> None:
@@ -20,3 +22,16 @@ async def eventually(predicate: Callable[[], Awaitable[object] | object], *,
             if outcome:
                 return
             await asyncio.sleep(every)
+
+
+async def still_running(pids: list[int], within: float, *, every: float = 0.01) -> list[int]:
+    """Those of ``pids`` still running (not gone, not zombies) after waiting up to
+    ``within`` seconds for all of them to die."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + within
+    while True:
+        alive = [pid for pid in pids if (stat := proctree.read_stat(pid)) is not None
+                 and stat.state != "Z"]
+        if not alive or loop.time() > deadline:
+            return alive
+        await asyncio.sleep(every)

@@ -12,13 +12,13 @@ recorded result without calling a tool again.
 
 from __future__ import annotations
 
-import asyncio
 import os
 import signal
 from pathlib import Path
 from typing import Any
 
 import pytest
+from waiting_support import still_running
 
 pytest.importorskip("mcp.client")  # "mcp" alone could resolve to the tests/integration/mcp folder
 
@@ -48,19 +48,6 @@ async def by_hand(context: Any, params: Any) -> ElicitResult:
 def serve(facts: Path, journal: Path, name: str) -> HttpServe:
     return HttpServe(facts, "--mode", "code", "--http", "127.0.0.1:0", "--journal",
                      str(journal), new_session=True, stderr_suffix=f".{name}.stderr")
-
-
-async def still_running(pids: list[int], within: float) -> list[int]:
-    """Those of ``pids`` still running (not gone, not zombies) after waiting up to
-    ``within`` seconds for all of them to die."""
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + within
-    while True:
-        alive = [pid for pid in pids if (stat := proctree.read_stat(pid)) is not None
-                 and stat.state != "Z"]
-        if not alive or loop.time() > deadline:
-            return alive
-        await asyncio.sleep(0.05)
 
 
 async def test_a_killed_server_resumes_the_run_on_the_clients_retry(tmp_path: Path) -> None:

@@ -22,6 +22,7 @@ import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 CHROMIUM = os.environ.get("DSH_CHROMIUM", "/usr/bin/chromium")
 """Debian's chromium (never a downloaded browser); ``DSH_CHROMIUM`` names another."""
@@ -45,6 +46,22 @@ class LabServer:
     url: str
     root: Path
     log: Path
+
+
+@contextlib.contextmanager
+def browser_page(**context: Any) -> Iterator[Any]:
+    """A page of headless Debian chromium (``CHROMIUM_ARGS``) at 1100 x 1400; ``context``
+    goes to playwright's ``new_context``. The browser is closed after."""
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, headless=True,
+                                             args=CHROMIUM_ARGS)
+        try:
+            yield browser.new_context(viewport={"width": 1100, "height": 1400},
+                                      **context).new_page()
+        finally:
+            browser.close()
 
 
 def _free_port() -> int:

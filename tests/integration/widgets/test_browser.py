@@ -18,7 +18,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from lab_harness import CHROMIUM, CHROMIUM_ARGS, LabServer, browser_missing, jupyterlab
+from lab_harness import (
+    LabServer,
+    browser_missing,
+    browser_page,
+    jupyterlab,
+)
 
 REPO = Path(__file__).resolve().parents[3]
 NOTEBOOK = Path(__file__).parent / "notebooks" / "widgets_live.ipynb"
@@ -49,17 +54,8 @@ def lab(tmp_path: Path) -> Iterator[LabServer]:
 
 @pytest.fixture
 def page(lab: LabServer) -> Iterator[Any]:
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=CHROMIUM, headless=True,
-                                             args=CHROMIUM_ARGS)
-        try:
-            context = browser.new_context(viewport={"width": 1100, "height": 1400},
-                                          device_scale_factor=1)
-            yield context.new_page()
-        finally:
-            browser.close()
+    with browser_page(device_scale_factor=1) as page:
+        yield page
 
 
 def _kernel_idle(page: Any) -> None:

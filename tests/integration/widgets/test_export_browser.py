@@ -18,7 +18,12 @@ from typing import Any
 import nbformat
 import papermill
 import pytest
-from lab_harness import CHROMIUM, CHROMIUM_ARGS, LabServer, browser_missing, jupyterlab
+from lab_harness import (
+    LabServer,
+    browser_missing,
+    browser_page,
+    jupyterlab,
+)
 
 from dsh_jupyter import export_notebook
 
@@ -66,16 +71,8 @@ def lab(tmp_path: Path) -> Iterator[LabServer]:
 
 @pytest.fixture
 def page(lab: LabServer) -> Iterator[Any]:
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=CHROMIUM, headless=True,
-                                             args=CHROMIUM_ARGS)
-        try:
-            context = browser.new_context(viewport={"width": 1100, "height": 1400})
-            yield context.new_page()
-        finally:
-            browser.close()
+    with browser_page() as page:
+        yield page
 
 
 def _open_and_run_all(page: Any, lab: LabServer, name: str) -> Any:

@@ -25,12 +25,11 @@ from typing import Any
 
 import pytest
 from lab_harness import (
-    CHROMIUM,
-    CHROMIUM_ARGS,
     PENDING_PROGRAM,
     PENDING_SETUP,
     LabServer,
     browser_missing,
+    browser_page,
     jupyterlab,
 )
 
@@ -66,17 +65,8 @@ def lab(tmp_path: Path) -> Iterator[LabServer]:
 
 @pytest.fixture
 def page(lab: LabServer) -> Iterator[Any]:
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=CHROMIUM, headless=True,
-                                             args=CHROMIUM_ARGS)
-        try:
-            context = browser.new_context(viewport={"width": 1100, "height": 1400},
-                                          device_scale_factor=1)
-            yield context.new_page()
-        finally:
-            browser.close()
+    with browser_page(device_scale_factor=1) as page:
+        yield page
 
 
 def _kernel_status(page: Any, status: str) -> None:

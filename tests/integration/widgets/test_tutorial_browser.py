@@ -15,10 +15,9 @@ from typing import Any
 
 import pytest
 from lab_harness import (
-    CHROMIUM,
-    CHROMIUM_ARGS,
     LabServer,
     browser_missing,
+    browser_page,
     jupyterlab,
     lab_only_venv,
 )
@@ -45,16 +44,8 @@ def lab(tmp_path: Path) -> Iterator[LabServer]:
 
 @pytest.fixture
 def page(lab: LabServer) -> Iterator[Any]:
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=CHROMIUM, headless=True,
-                                             args=CHROMIUM_ARGS)
-        try:
-            context = browser.new_context(viewport={"width": 1100, "height": 1400})
-            yield context.new_page()
-        finally:
-            browser.close()
+    with browser_page() as page:
+        yield page
 
 
 def _text(locator: Any) -> str:
