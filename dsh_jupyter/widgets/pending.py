@@ -39,6 +39,7 @@ from . import _ipw
 from .approval_card import BY_USER, ApprovalCard, ApprovalChoice
 from .cards import mimebundle
 from .doc import Doc, Text
+from .published import Published
 from .render import html_blocks, html_header
 from .run_code import USER_STOP
 from .session import CallView
@@ -142,7 +143,7 @@ class PendingRun:
             self._run_box.children = (self.view.main.widget,) if self.view is not None else ()
 
 
-class PendingApprovals:
+class PendingApprovals(Published):
     """The runs waiting in a registry's journal (see the module docstring); what
     :func:`show_pending` returns. ``runs`` are in the journal's order (oldest question
     first); ``message`` is the one line shown instead of cards (no journal, none
@@ -150,6 +151,7 @@ class PendingApprovals:
 
     def __init__(self, registry: ToolRegistry, *,
                  clock: Callable[[], float] = time.time) -> None:
+        super().__init__()
         self.registry = registry
         self.runs: list[PendingRun] = []
         self.message: str | None = LOADING
@@ -161,8 +163,6 @@ class PendingApprovals:
         self._box: Any = None
         self._head: Any = None
         self._list: Any = None
-        self._handles: list[Any] = []
-        self._published: dict[str, Any] | None = None
 
     def start(self) -> None:
         """Read the journal in a task on the running loop (nothing without one: then
@@ -317,25 +317,11 @@ class PendingApprovals:
         return mimebundle(self.documents(), lambda: self.widget, include=include,
                           exclude=exclude)
 
-    def __str__(self) -> str:
-        return str(self._repr_mimebundle_(include=("text/plain",))["text/plain"])
-
-    def _ipython_display_(self) -> None:
-        # With a display id, so the text fallbacks (what papermill and nbconvert keep)
-        # follow the journal's reading and the resumed runs; the widget updates itself.
-        self._published = self._repr_mimebundle_()
-        self._handles.append(_ipw.display(self._published))
-
     def _changed(self) -> None:
         if self._head is not None:
             self._head.value = self._head_html()
-        if not self._handles:
-            return
-        bundle = self._repr_mimebundle_()
-        if bundle != self._published:
-            self._published = bundle
-            for handle in self._handles:
-                handle.update(bundle, raw=True)
+        # Journal readings and resumed runs reach the text fallbacks papermill keeps.
+        self._republish()
 
 
 def _scope(registry: ToolRegistry, key: str | None) -> AgentScope | None:

@@ -43,6 +43,7 @@ from .presenting import (
     present_result,
     registry_lookup,
 )
+from .published import Published
 from .run_code import RunCodeCard, SubCallCard
 
 if TYPE_CHECKING:
@@ -94,10 +95,11 @@ def _traced(card: Card, event: ToolCallEvent | ToolResultEvent | CodeDispatchRun
         card.trace = (trace_id, span_id)
 
 
-class SessionView:
+class SessionView(Published):
     """Cards in the order their calls started; :meth:`apply` feeds it events."""
 
     def __init__(self, *, definitions: DefinitionLookup | None = None) -> None:
+        super().__init__()
         self._lookup = definitions or no_definitions
         self._cards: dict[str, ToolCard | RunCodeCard] = {}  # the current card per call id
         self._order: list[ToolCard | RunCodeCard] = []
@@ -106,8 +108,6 @@ class SessionView:
         self._sub_calls: dict[str, SubCallCard] = {}
         self._parent_of: dict[str, RunCodeCard] = {}
         self._box: Any = None
-        self._handles: list[Any] = []
-        self._published: dict[str, Any] | None = None
 
     @property
     def cards(self) -> tuple[ToolCard | RunCodeCard, ...]:
@@ -249,24 +249,9 @@ class SessionView:
         return mimebundle([card.document() for card in self._shown],
                           lambda: self.widget, include=include, exclude=exclude)
 
-    def __str__(self) -> str:
-        return str(self._repr_mimebundle_(include=("text/plain",))["text/plain"])
-
-    def _ipython_display_(self) -> None:
-        # Displayed with an id so that refresh() can bring the text fallbacks (what
-        # papermill and nbconvert keep) up to date; the widget updates by itself.
-        self._published = self._repr_mimebundle_()
-        self._handles.append(_ipw.display(self._published))
-
     def refresh(self) -> None:
         """Re-publish the text fallbacks of every display of this view (if they changed)."""
-        if not self._handles:
-            return
-        bundle = self._repr_mimebundle_()
-        if bundle != self._published:
-            self._published = bundle
-            for handle in self._handles:
-                handle.update(bundle, raw=True)
+        self._republish()
 
 
 class _FollowingView(SessionView):
