@@ -149,7 +149,8 @@ SUMMARIES: dict[str, str] = {
     "Deny": "Pre-execute decision: refuse the call (`DENIED`) with `reason`.",
     "Ask": "Pre-execute decision: ask the registry's approval service; denied when none "
            "is attached.",
-    "Approval": "An approval service's answer: `approved`, who answered, an optional note.",
+    "Approval": "An approval service's answer: `approved`, who answered, an optional note, "
+                "`for_run` (it also covers the run's later calls of that tool).",
     "ApprovalService": "Protocol: `async request(execution, reason) -> Approval | bool`.",
     # cancellation
     "AbortSignal": "The read side of an `AbortController`: `aborted`, `reason`, "

@@ -134,6 +134,10 @@ class RunJournal:
         stopped while it waited): the run stays ``waiting`` in the journal."""
         self._approval = approval
         self._recorded = set(recorded)
+        # Tool -> the recorded approval that covers its later calls in this run (one given
+        # before a resume, or recorded by another process). One the live service gave is
+        # applied by that service, which says so on its card.
+        self._for_run: dict[str, Approval] = dict(replay.for_run) if replay else {}
         self._stop: Callable[[str], None] = lambda _reason: None
         self.replayed = 0
 
@@ -220,7 +224,11 @@ class RunJournal:
                   reason: str | None) -> Approval:
         """Record the question, then take the first answer: the registry's approval
         service (the card, an elicitation), a decision another process recorded, or the
-        call's abort (which leaves the question open, for a resume)."""
+        call's abort (which leaves the question open, for a resume). A call whose tool a
+        recorded approval covers for the whole run is approved at once, asking nothing."""
+        covered = self._for_run.get(execution.name)
+        if covered is not None:
+            return covered
         try:
             await self.store.mark_pending(self.run_id, position, reason)
         except JournalError as exc:
@@ -248,9 +256,14 @@ class RunJournal:
             answer = live.result()
             if answer.answered_by == ANSWERED_BY_ABORT:
                 return answer  # stopped, not answered: the question stays open
-            return await self._settle(answer, recorded=False)
+            settled = await self._settle(answer, recorded=False)
+            if settled is not answer:  # another process's answer was recorded first
+                self._cover(execution.name, settled)
+            return settled
         if recorded.done() and not recorded.cancelled():
-            return await self._settle(recorded.result(), recorded=True)
+            settled = await self._settle(recorded.result(), recorded=True)
+            self._cover(execution.name, settled)
+            return settled
         return Approval(approved=False, answered_by=ANSWERED_BY_ABORT, note=signal.reason)
 
     async def _settle(self, answer: Approval, *, recorded: bool) -> Approval:
@@ -273,6 +286,11 @@ class RunJournal:
             return Approval(approved=False, answered_by="journal", note=stopped.message)
         self.unanswered = None
         return answer
+
+    def _cover(self, tool: str, answer: Approval) -> None:
+        """Keep a recorded answer that approves ``tool`` for the rest of the run."""
+        if answer.for_run and answer.approved:
+            self._for_run[tool] = answer
 
     def _refused(self, error: JournalError, what: str) -> Approval:
         _log.warning("run %s: %s", self.run_id, error.message)

@@ -75,6 +75,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                             help="the run's id, as approvals list shows it")
         answer.add_argument("--note", default=None, metavar="TEXT",
                             help="a note recorded with the decision")
+        if action == "approve":
+            answer.add_argument("--all-in-run", action="store_true",
+                                help="also approve the run's later calls of the same tool "
+                                     "(as the card's \"Approve all <tool> calls in this "
+                                     "run\")")
         answer.add_argument("--tools", default=None, metavar="MODULE:ATTR",
                             help="the run's tools (as `dsh-jupyter run --tools` names them): "
                                  "when the run's host is gone, resume the run here, in a "
@@ -91,6 +96,7 @@ def run_command(options: argparse.Namespace, *, out: TextIO | None = None) -> in
             return asyncio.run(_list(options.journal, as_json=options.json, out=out))
         return asyncio.run(_answer(options.journal, options.run_id,
                                    approved=options.action == "approve", note=options.note,
+                                   for_run=getattr(options, "all_in_run", False),
                                    tools=options.tools, scope=options.scope, out=out))
     except JournalError as error:
         print(f"{_PREFIX}: {error}", file=sys.stderr)
@@ -112,11 +118,12 @@ async def _list(path: Path, *, as_json: bool, out: TextIO) -> int:
 
 
 async def _answer(path: Path, run_id: str, *, approved: bool, note: str | None,
-                  tools: str | None = None, scope: str | None = None, out: TextIO) -> int:
+                  for_run: bool = False, tools: str | None = None, scope: str | None = None,
+                  out: TextIO) -> int:
     async with SqliteJournalStore(path, create=False) as journal:
         try:
-            record = await journal.resolve(
-                run_id, Approval(approved=approved, answered_by="cli", note=note))
+            record = await journal.resolve(run_id, Approval(
+                approved=approved, answered_by="cli", note=note, for_run=for_run))
         except JournalError as error:
             if error.code != "JOURNAL_ANSWERED":
                 raise
@@ -226,7 +233,10 @@ def decision_line(run_id: str, record: ApprovalRecord, *, tool: str, host: str,
                   state: HostState) -> str:
     """The one line ``approve`` and ``reject`` print: what was recorded, and what happens
     next for a host that is ``alive``, ``gone`` or ``unknown``."""
-    said = f"{_decision(record)} call {record.position} ({_cell(tool)}) of run {_cell(run_id)}"
+    covers = (f" and every later {_cell(tool)} call"
+              if record.decision is not None and record.decision.for_run else "")
+    said = (f"{_decision(record)} call {record.position} ({_cell(tool)}){covers} of run "
+            f"{_cell(run_id)}")
     if record.decision is not None and record.decision.note:
         said += f", note {_quoted(record.decision.note)}"
     host = _cell(host) or "?"

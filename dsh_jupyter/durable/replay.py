@@ -91,6 +91,10 @@ class Replay:
         self.paused: CallRecord = calls[paused.position]
         self._decisions = {a.position: a.decision for a in run.approvals
                            if a.decision is not None}
+        self.for_run: dict[str, Approval] = {
+            calls[position].tool: decision for position, decision in self._decisions.items()
+            if decision.for_run and decision.approved}
+        """The run's approvals that cover every later call of their tool, by tool."""
         self._left: dict[str, deque[CallRecord]] = {}
         for call in run.calls:
             self._left.setdefault(_key(call.tool, call.arguments), deque()).append(call)

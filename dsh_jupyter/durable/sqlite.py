@@ -504,12 +504,16 @@ def _object(text: str) -> JsonObject:
 
 
 def _approval_json(approval: Approval) -> JsonObject:
-    return {"approved": approval.approved, "answered_by": approval.answered_by,
-            "note": approval.note}
+    data: JsonObject = {"approved": approval.approved, "answered_by": approval.answered_by,
+                        "note": approval.note}
+    if approval.for_run:  # written only when set: a journal from before reads the same
+        data["for_run"] = True
+    return data
 
 
 def _approval(data: JsonValue) -> Approval:
     assert isinstance(data, dict)
     note = data.get("note")
     return Approval(approved=bool(data["approved"]), answered_by=str(data["answered_by"]),
-                    note=note if isinstance(note, str) else None)
+                    note=note if isinstance(note, str) else None,
+                    for_run=data.get("for_run") is True)

@@ -68,6 +68,10 @@ class Approval:
     """``"user"``, a non-interactive policy (``"policy 'reject'"``), or
     :data:`ANSWERED_BY_ABORT` when the call was stopped first."""
     note: str | None = None
+    for_run: bool = False
+    """An approval that also covers the later calls of the same tool in the same
+    ``run_code`` run (the card's "Approve all <tool> calls in this run", ``dsh-jupyter
+    approvals approve --all-in-run``). A journaled run keeps it across a resume."""
 
 
 class ApprovalService(Protocol):

@@ -118,7 +118,8 @@ class NotebookApprovals:
         run = execution.parent
         if run is None or execution.name not in self._approved_runs.get(run, ()):
             return None
-        return Approval(approved=True, answered_by=BY_USER, note=run_note(execution.name))
+        return Approval(approved=True, answered_by=BY_USER, note=run_note(execution.name),
+                        for_run=True)
 
     def _remember(self, run: ExecutionToken, name: str) -> None:
         names = self._approved_runs.pop(run, set())
@@ -132,7 +133,8 @@ class NotebookApprovals:
             return Approval(approved=False, answered_by=BY_USER, note=choice.reason)
         if choice.action == "approve-run" and execution.parent is not None:
             self._remember(execution.parent, execution.name)
-            return Approval(approved=True, answered_by=BY_USER, note=run_note(execution.name))
+            return Approval(approved=True, answered_by=BY_USER, note=run_note(execution.name),
+                            for_run=True)
         return Approval(approved=True, answered_by=BY_USER)
 
     def _place(self, call_id: str, card: ApprovalCard) -> Any:

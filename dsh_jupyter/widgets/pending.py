@@ -36,7 +36,7 @@ from ..events import SessionEvent
 from ..registry.policy import Approval
 from ..registry.scope import RESERVED_NAME
 from . import _ipw
-from .approval_card import BY_USER, ApprovalCard, ApprovalChoice
+from .approval_card import BY_USER, ApprovalCard, ApprovalChoice, run_note
 from .cards import mimebundle
 from .doc import Doc, Text
 from .published import Published
@@ -94,8 +94,10 @@ class PendingRun:
 
     def __init__(self, pending: PendingApproval, *, now: float) -> None:
         self.pending = pending
+        # A journaled question is always a sub-call's: "Approve all <tool> calls in this
+        # run" is offered, and the resumed run asks no more for that tool.
         self.card = ApprovalCard(name=pending.tool, arguments=pending.arguments,
-                                 reason=pending.reason, run_id=pending.run_id)
+                                 reason=pending.reason, run_id=pending.run_id, sub_call=True)
         self.card.origin = origin_line(pending, now)
         self.state: RunState = "waiting"
         self.error: str | None = None
@@ -224,8 +226,10 @@ class PendingApprovals(Published):
     def _resume(self, run: PendingRun) -> None:
         choice = run.choice
         assert choice is not None and self._loop is not None
-        approval = Approval(approved=choice.action != "reject", answered_by=BY_USER,
-                            note=choice.reason)
+        approval = (Approval(approved=True, answered_by=BY_USER, note=run_note(run.card.name),
+                             for_run=True) if choice.action == "approve-run"
+                    else Approval(approved=choice.action != "reject", answered_by=BY_USER,
+                                  note=choice.reason))
         run.state, run.error = "resuming", None
         run.changed()
         self._changed()

@@ -121,6 +121,17 @@ def test_approve_records_the_decision_once(journal: Path) -> None:
     assert "run-alive" not in listed.stdout and "run-gone" in listed.stdout
 
 
+def test_approve_all_in_run_records_an_approval_for_the_runs_later_calls(
+        journal: Path) -> None:
+    done = cli("approve", "run-gone", "--all-in-run", journal=journal)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("approved call 2 (send_mail) and every later send_mail "
+                                  "call of run run-gone; its host ")
+    run = asyncio.run(load(journal, "run-gone"))
+    assert run.approvals[0].decision == Approval(approved=True, answered_by="cli",
+                                                 for_run=True)
+
+
 def test_reject_records_it_and_says_a_gone_run_must_be_resumed(journal: Path) -> None:
     done = cli("reject", "run-gone", "--note", "not today", journal=journal)
     assert done.returncode == 0, done.stderr

@@ -71,8 +71,10 @@ class NeverAnswers:
 
     def __init__(self) -> None:
         self.asked = asyncio.Event()
+        self.count = 0
 
     async def request(self, _execution: ToolExecution, _reason: str | None) -> Approval:
+        self.count += 1
         self.asked.set()
         await asyncio.Event().wait()
         raise AssertionError("unreachable")
@@ -88,13 +90,13 @@ class Answers:
         return Approval(approved=self.approved)
 
 
-async def pause(path: Path) -> tuple[Host, str]:
-    """Run PROGRAM until rm waits for approval, then stop its host's call (as a dying
+async def pause(path: Path, program: str = PROGRAM) -> tuple[Host, str]:
+    """Run ``program`` until rm waits for approval, then stop its host's call (as a dying
     host would leave it): the run stays ``waiting`` in the journal."""
     approvals = NeverAnswers()
     host = Host(path, approval=approvals)
     stop = AbortController()
-    run = asyncio.ensure_future(host.run(signal=stop.signal))
+    run = asyncio.ensure_future(host.run(program, signal=stop.signal))
     await asyncio.wait_for(approvals.asked.wait(), 10)
     stop.abort("the host went away")
     await run
@@ -176,6 +178,51 @@ async def test_a_decision_recorded_elsewhere_reaches_the_live_host(tmp_path: Pat
     journaled = await host.registry.journal.load_run(pending.run_id)  # type: ignore[union-attr]
     assert journaled is not None and journaled.status == "done"
     assert journaled.approvals[0].decision == Approval(approved=True, answered_by="cli")
+    await host.registry.aclose()
+
+
+THREE_RMS = """
+for name in ("a.txt", "b.txt", "c.txt"):
+    print(await tools.rm({"path": name}))
+"""
+
+
+@pytest.mark.parametrize(("for_run", "asked"), [(True, 0), (False, 2)],
+                         ids=["for-the-run", "for-the-call"])
+async def test_an_approval_for_the_whole_run_covers_its_later_calls_after_a_resume(
+        tmp_path: Path, for_run: bool, asked: int) -> None:
+    # The card's "Approve all rm calls in this run" (or `approvals approve --all-in-run`)
+    # given to a run whose host is gone: the resumed run asks for no later rm.
+    path = tmp_path / "journal.sqlite"
+    _, run_id = await pause(path, THREE_RMS)
+    answers = Answers(approved=True)
+    second = Host(path, approval=answers)
+    result = await second.registry.resume(run_id, Approval(approved=True, for_run=for_run))
+    assert not result.is_error, result.content
+    assert second.bodies == ["rm a.txt", "rm b.txt", "rm c.txt"]
+    assert answers.count == asked
+    run = await second.registry.journal.load_run(run_id)  # type: ignore[union-attr]
+    assert run is not None and run.status == "done"
+    assert run.approvals[0].decision == Approval(approved=True, for_run=for_run)
+    assert len(run.approvals) == 1 + asked  # a covered call records no question
+    await second.registry.aclose()
+
+
+async def test_a_run_wide_approval_recorded_elsewhere_covers_the_live_runs_later_calls(
+        tmp_path: Path) -> None:
+    path = tmp_path / "journal.sqlite"
+    approvals = NeverAnswers()
+    host = Host(path, approval=approvals)
+    run = asyncio.ensure_future(host.run(THREE_RMS))
+    await asyncio.wait_for(approvals.asked.wait(), 10)
+    async with SqliteJournalStore(path) as cli:  # `approvals approve --all-in-run`
+        (pending,) = await cli.list_pending()
+        await cli.resolve(pending.run_id, Approval(approved=True, answered_by="cli",
+                                                   for_run=True))
+    result = await asyncio.wait_for(run, 10)
+    assert not result.is_error, result.content  # type: ignore[attr-defined]
+    assert host.bodies == ["rm a.txt", "rm b.txt", "rm c.txt"]
+    assert approvals.count == 1
     await host.registry.aclose()
 
 

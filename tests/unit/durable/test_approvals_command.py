@@ -89,9 +89,10 @@ def test_json_keeps_every_field_and_the_full_arguments() -> None:
     assert pending_json([], []) == []
 
 
-def answer(approved: bool, note: str | None = None) -> ApprovalRecord:
+def answer(approved: bool, note: str | None = None, *, for_run: bool = False) -> ApprovalRecord:
     return ApprovalRecord(position=2, reason="deletes a file", asked=NOW - 60,
-                          decision=Approval(approved=approved, answered_by="cli", note=note),
+                          decision=Approval(approved=approved, answered_by="cli", note=note,
+                                            for_run=for_run),
                           answered=NOW - 30)
 
 
@@ -105,6 +106,9 @@ def test_the_decision_line_says_what_happens_next() -> None:
         'rejected call 2 (rm) of run r1, note "not\\ntoday"; its host 41@box is gone: resume '
         "the run with the same tools and this journal, in Python: "
         'await registry.resume("r1")')
+    assert decision_line("r1", answer(True, for_run=True), tool="rm", host="41@box",
+                         state="gone").startswith(
+        "approved call 2 (rm) and every later rm call of run r1; its host 41@box is gone")
     assert decision_line("r1", answer(True), tool="rm", host="41@far", state="unknown") == (
         "approved call 2 (rm) of run r1; its host 41@far cannot be checked from here: if it "
         "still runs it picks the decision up, else resume the run with the same tools and "
@@ -144,8 +148,11 @@ def test_the_journal_comes_from_the_option_or_the_environment(
     assert refused.value.code == 2
     assert "the following arguments are required: --journal" in capsys.readouterr().err
     options = parser().parse_args(["approve", "r1", "--journal", "j.sqlite", "--note", "ok"])
-    assert (options.action, options.run_id, options.journal, options.note) == (
-        "approve", "r1", Path("j.sqlite"), "ok")
+    assert (options.action, options.run_id, options.journal, options.note,
+            options.all_in_run) == ("approve", "r1", Path("j.sqlite"), "ok", False)
+    assert parser().parse_args(["approve", "r1", "--journal", "j", "--all-in-run"]).all_in_run
+    with pytest.raises(SystemExit):  # a rejection covers one call
+        parser().parse_args(["reject", "r1", "--journal", "j", "--all-in-run"])
 
     monkeypatch.setenv("DSH_JOURNAL", "~/env.sqlite")
     assert parser().parse_args(["list"]).journal == Path("~/env.sqlite")

@@ -242,11 +242,13 @@ async def test_approve_all_is_remembered_per_run_and_tool() -> None:
     card = await prompted(host)
     card._clicked(ApprovalChoice(action="approve-run"))
     note = "approved all rm calls of this run"
-    assert await pending == Approval(approved=True, answered_by="user", note=note)
+    # for_run: a journal keeps it, and a resumed run applies it (tests/unit/codemode).
+    assert await pending == Approval(approved=True, answered_by="user", note=note,
+                                     for_run=True)
     assert card.title() == f"rm approved by you ({note})"
     # The same tool in the same run: approved at once, and the card says why.
     assert await service.request(execution(parent=run), None) == Approval(
-        approved=True, answered_by="user", note=note)
+        approved=True, answered_by="user", note=note, for_run=True)
     card = await host.next_card()
     assert card.title() == f"rm approved by you ({note})"
     assert card.on_answer is None  # it never waited for a click

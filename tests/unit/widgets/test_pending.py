@@ -85,22 +85,22 @@ class Notebook:
         self.prompts = Prompts(self.view)
         self.approvals.add_host(self.prompts)
 
-    def start(self, signal: object = None) -> asyncio.Future[ToolResult]:
+    def start(self, signal: object = None, program: str = PROGRAM) -> asyncio.Future[ToolResult]:
         return asyncio.ensure_future(self.registry.execute(ToolCall(
             call_id="c1", name="run_code", signal=signal,  # type: ignore[arg-type]
-            arguments={"code": PROGRAM, "description": "Tidy up"})))
+            arguments={"code": program, "description": "Tidy up"})))
 
     async def prompt(self) -> ApprovalCard:
         async with asyncio.timeout(10):
             return await self.prompts.shown.get()
 
 
-async def paused(path: Path) -> tuple[Notebook, ApprovalCard, str]:
+async def paused(path: Path, program: str = PROGRAM) -> tuple[Notebook, ApprovalCard, str]:
     """A run whose ``rm`` waits for a click that never comes: its call is stopped (as a
     dying kernel leaves it) and the run stays waiting in the journal."""
     notebook = Notebook(path)
     stop = AbortController()
-    run = notebook.start(stop.signal)
+    run = notebook.start(stop.signal, program)
     card = await notebook.prompt()
     stop.abort("the kernel went away")
     await run
@@ -175,6 +175,31 @@ async def test_a_click_resolves_and_resumes_the_run_with_each_tool_called_once(
     await again.wait()
     assert again.runs == [] and again.message == NONE_WAITING
     assert str(again) == f"Approvals waiting in the journal\n  {NONE_WAITING}"
+    await second.registry.aclose()
+
+
+async def test_approve_all_resumes_the_run_asking_no_more_for_that_tool(
+        tmp_path: Path) -> None:
+    path = tmp_path / "journal.sqlite"
+    _, _, run_id = await paused(path, """
+for name in ("a.txt", "b.txt", "c.txt"):
+    print(await tools.rm({"path": name}))
+""")
+    second = Notebook(path)
+    view = show_pending(second.registry)
+    await view.wait()
+    buttons(view.widget)["Approve all rm calls in this run"].click()
+    await view.wait()
+    (run,) = view.runs
+    assert run.state == "done" and run.result is not None and not run.result.is_error
+    assert second.bodies == ["rm a.txt", "rm b.txt", "rm c.txt"]
+    assert second.prompts.shown.empty()  # the later rm calls asked nothing
+    note = "approved all rm calls of this run"
+    assert run.card.title() == f"rm approved by you ({note})"
+    journaled = await second.registry.journal.load_run(run_id)  # type: ignore[union-attr]
+    assert journaled is not None and journaled.status == "done"
+    assert [a.decision for a in journaled.approvals] == [
+        Approval(approved=True, answered_by="user", note=note, for_run=True)]
     await second.registry.aclose()
 
 
