@@ -24,6 +24,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 CHROMIUM = os.environ.get("DSH_CHROMIUM", "/usr/bin/chromium")
 """Debian's chromium (never a downloaded browser); ``DSH_CHROMIUM`` names another."""
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
@@ -46,6 +48,15 @@ class LabServer:
     url: str
     root: Path
     log: Path
+
+
+def browser_marks(*modules: str, seconds: float, kernel: bool = True) -> list[Any]:
+    """A browser test's marks: ``browser`` (and ``kernel``), skipped (saying why) when
+    ``modules`` or Debian's chromium are missing, and its timeout."""
+    missing = browser_missing(*modules)
+    return [pytest.mark.browser, *([pytest.mark.kernel] if kernel else []),
+            pytest.mark.skipif(missing is not None, reason=missing or ""),
+            pytest.mark.timeout(seconds)]
 
 
 @contextlib.contextmanager

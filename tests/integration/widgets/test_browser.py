@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 from lab_harness import (
     LabServer,
-    browser_missing,
+    browser_marks,
     browser_page,
     jupyterlab,
 )
@@ -36,10 +36,7 @@ UPDATE_DOCS = os.environ.get("DSH_UPDATE_DOC_SCREENSHOTS") == "1"
 XSS_TITLE = 'Tidy the notes <img src=x onerror="window.__dsh_xss = 2">'
 
 
-pytestmark = [pytest.mark.browser, pytest.mark.kernel,
-              pytest.mark.skipif(browser_missing("jupyterlab", "playwright") is not None,
-                                 reason=browser_missing("jupyterlab", "playwright") or ""),
-              pytest.mark.timeout(300)]
+pytestmark = browser_marks("jupyterlab", "playwright", seconds=300)
 
 
 @pytest.fixture

@@ -12,7 +12,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from lab_harness import CHROMIUM, browser_missing
+from lab_harness import CHROMIUM, browser_marks
 
 from dsh_jupyter.widgets import display_block
 from dsh_jupyter.widgets.doc import Doc
@@ -34,9 +34,7 @@ PAYLOADS = [
 ]
 
 
-pytestmark = [pytest.mark.browser, pytest.mark.timeout(120),
-              pytest.mark.skipif(browser_missing("playwright") is not None,
-                                 reason=browser_missing("playwright") or "")]
+pytestmark = browser_marks("playwright", seconds=120, kernel=False)
 
 
 class _Recorder(http.server.BaseHTTPRequestHandler):

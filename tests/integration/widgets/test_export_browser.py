@@ -20,7 +20,7 @@ import papermill
 import pytest
 from lab_harness import (
     LabServer,
-    browser_missing,
+    browser_marks,
     browser_page,
     jupyterlab,
 )
@@ -48,10 +48,7 @@ log = resources.enter_context(JsonlSessionWriter("session.jsonl"))
 undo = registry.on_event(log)'''
 
 
-pytestmark = [pytest.mark.browser, pytest.mark.kernel,
-              pytest.mark.skipif(browser_missing("jupyterlab", "playwright") is not None,
-                                 reason=browser_missing("jupyterlab", "playwright") or ""),
-              pytest.mark.timeout(300)]
+pytestmark = browser_marks("jupyterlab", "playwright", seconds=300)
 
 
 def _notebook(path: Path, *sources: str) -> None:

@@ -28,7 +28,7 @@ from lab_harness import (
     PENDING_PROGRAM,
     PENDING_SETUP,
     LabServer,
-    browser_missing,
+    browser_marks,
     browser_page,
     jupyterlab,
 )
@@ -39,11 +39,7 @@ DOCS_IMG = REPO / "docs" / "img"
 NOTEBOOK = "pending.ipynb"
 
 
-
-pytestmark = [pytest.mark.browser, pytest.mark.kernel,
-              pytest.mark.skipif(browser_missing("jupyterlab", "playwright") is not None,
-                                 reason=browser_missing("jupyterlab", "playwright") or ""),
-              pytest.mark.timeout(300)]
+pytestmark = browser_marks("jupyterlab", "playwright", seconds=300)
 
 
 @pytest.fixture
@@ -51,7 +47,7 @@ def lab(tmp_path: Path) -> Iterator[LabServer]:
     root = tmp_path / "root"
     root.mkdir()
     setup = PENDING_SETUP.format(counter=str(tmp_path / "bodies.txt"),
-                         journal=str(tmp_path / "journal.sqlite"))
+                                 journal=str(tmp_path / "journal.sqlite"))
     cells: list[dict[str, object]] = [
         {"cell_type": "code", "execution_count": None, "metadata": {}, "outputs": [],
          "source": source} for source in (setup, PENDING_PROGRAM, "%dsh_approvals")]

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 from lab_harness import (
     LabServer,
-    browser_missing,
+    browser_marks,
     browser_page,
     jupyterlab,
     lab_only_venv,
@@ -26,10 +26,7 @@ REPO = Path(__file__).resolve().parents[3]
 TUTORIAL = REPO / "notebooks" / "07-notebook-experience.ipynb"
 
 
-pytestmark = [pytest.mark.browser, pytest.mark.kernel,
-              pytest.mark.skipif(browser_missing("playwright") is not None,
-                                 reason=browser_missing("playwright") or ""),
-              pytest.mark.timeout(480)]
+pytestmark = browser_marks("playwright", seconds=480)
 
 
 @pytest.fixture
