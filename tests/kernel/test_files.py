@@ -201,6 +201,22 @@ def test_input_names_are_checked(tmp_path: Path) -> None:
         KernelRuntimeConfig(max_output_files=-1)
 
 
+@pytest.mark.parametrize("sandbox", SANDBOXES)
+async def test_an_input_gone_before_the_run_fails_it_without_the_hosts_paths(
+        make_runtime: RuntimeFactory, sandbox: object, data: dict[str, Path],
+        caplog: pytest.LogCaptureFixture) -> None:
+    # Checked when configured, deleted since: the start fails, and the model reads the
+    # file's name; the host's log has its whole path (the model's line had it before).
+    runtime = await _runtime(make_runtime, sandbox, inputs=data)
+    data["data.csv"].unlink()
+    result = await run(runtime, "return 1")
+    assert result.failure is not None and result.failure.kind == "kernel-exit"
+    assert "data.csv" in result.failure.message
+    assert str(data["data.csv"].parent) not in result.failure.message, result.failure.message
+    logged = [r.getMessage() for r in caplog.records if "did not start" in r.getMessage()]
+    assert logged and str(data["data.csv"]) in logged[-1]
+
+
 def test_a_collector_returns_only_files_new_or_changed_since_its_last_collection(
         tmp_path: Path) -> None:
     """What a kernel kept across runs needs: collect after each run, get that run's files."""

@@ -19,6 +19,8 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import logging
+import re
 import time
 from collections.abc import Awaitable, Callable, Coroutine
 from pathlib import Path
@@ -35,6 +37,12 @@ from .files import OutputCollector
 from .live_kernel import KernelStartError, LiveKernel
 from .pool import KernelPool
 from .watch import ComputeLimit
+
+_log = logging.getLogger(__name__)
+
+# An absolute path where a message may quote one: at its start, or after a space, a quote,
+# a parenthesis or an equals sign (so a URL's "//host/path" is left alone).
+_HOST_PATH = re.compile(r"(?<![^\s'\"`(=])/[^\s'\"`()\[\],;]*")
 
 KernelOrigin = Literal["pool", "cold", "session"]
 """Where a run's kernel came from: the fact ``kernel.source``."""
@@ -99,9 +107,9 @@ class FreshKernels:
         try:
             acquired = await self._acquire(signals)
         except KernelStartError as error:
-            return failed("kernel-exit", str(error))
+            return start_failed(str(error))
         except Exception as error:  # sockets, files, processes: the start is environmental
-            return failed("kernel-exit", f"the kernel failed to start: {error!r}")
+            return start_failed(f"the kernel failed to start: {error!r}")
         if acquired is None:
             reason = next((s.reason for s in signals if s.reason is not None), "aborted")
             return failed("abort", reason)
@@ -180,3 +188,18 @@ class FreshKernels:
 
 def failed(kind: FailureKind, message: str) -> CodeRunResult:
     return CodeRunResult(failure=CodeRunFailure(kind=kind, message=message))
+
+
+def start_failed(message: str) -> CodeRunResult:
+    """A run whose kernel did not start. The host's log gets ``message`` whole; the run's
+    failure (what the model reads) names each path in it by its last part only: the
+    host's directories and user names are not the model's, and it cannot mend them."""
+    _log.warning("a kernel did not start: %s", message)
+    return failed("kernel-exit", without_host_paths(message))
+
+
+def without_host_paths(text: str) -> str:
+    """``text`` with each absolute path cut to its last part (``/home/ann/data.csv`` ->
+    ``data.csv``)."""
+    return _HOST_PATH.sub(lambda path: path.group().rstrip("/").rsplit("/", 1)[-1] or "/",
+                          text)
