@@ -58,6 +58,8 @@ from typing import Any
 
 AUTOGROUP_RETRY_SECONDS = 0.11
 SHUTDOWN_POLL_SECONDS = 0.005
+SHUTDOWN_SECONDS = 30.0
+"""How long a server that is shutting down waits for its killed processes to be reaped."""
 
 PRELOAD = (
     "ipykernel.kernelapp", "ipykernel.ipkernel", "ipykernel.zmqshell", "ipykernel.comm",
@@ -267,11 +269,13 @@ class Server:
         for pid in list(self.kernels):
             self.proctree.kill_tree(pid)
         self.kernels.clear()  # killed: from here on, any child left is an orphan to kill
+        deadline = time.monotonic() + SHUTDOWN_SECONDS
         with contextlib.suppress(ChildProcessError):
-            while True:
-                # Sweep on every pass, not only after a reap: a process that forks as its
-                # parent dies re-parents here without waking a wait, and a blocking wait
-                # then waited for it forever (it would outlive the server otherwise).
+            # Sweep on every pass, not only after a reap: a process that forks as its parent
+            # dies re-parents here without waking a wait, and a blocking wait then waited
+            # for it forever (it would outlive the server otherwise). A killed process stuck
+            # in the kernel (a hung file system) is not waited for past the deadline.
+            while time.monotonic() < deadline:
                 self.kill_orphans()
                 if os.waitpid(-1, os.WNOHANG)[0] == 0:
                     time.sleep(SHUTDOWN_POLL_SECONDS)
