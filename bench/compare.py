@@ -20,8 +20,9 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
+
+from floor import python_floor
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -119,12 +120,7 @@ asyncio.run(main())
 
 def floor_ms(samples: int) -> float:
     """``python -c pass``, the floor a cold start is measured against (median, ms)."""
-    times = []
-    for _ in range(samples):
-        started = time.perf_counter()
-        subprocess.run([sys.executable, "-c", "pass"], check=True)
-        times.append(time.perf_counter() - started)
-    return statistics.median(times) * 1000
+    return python_floor(samples) * 1000
 
 
 def measure(tree: Path, samples: tuple[int, int, int]) -> dict[str, float]:

@@ -21,11 +21,11 @@ import asyncio
 import json
 import statistics
 import tempfile
-import time
 from pathlib import Path
 from typing import Any
 
 import zmq.asyncio
+from cold import close_launchers, cold_start
 
 import dsh_jupyter
 from dsh_jupyter.kernel import KernelRuntimeConfig
@@ -33,8 +33,7 @@ from dsh_jupyter.kernel.confine.caps import RuntimeCgroups
 from dsh_jupyter.kernel.confine.sandbox import SandboxConfig, confinement_problem
 from dsh_jupyter.kernel.launch import forkserver
 from dsh_jupyter.kernel.launch.forkserver import ForkLauncher
-from dsh_jupyter.kernel.run.workspace import Workspace, create_runtime_directory, remove_tree
-from dsh_jupyter.kernel.transport.connection import KernelConnection
+from dsh_jupyter.kernel.run.workspace import create_runtime_directory
 
 STAND_IN = '''\
 import functools, importlib.util, json, os, resource, sys, time
@@ -138,26 +137,6 @@ server.main(sys.argv[1:])
 '''
 
 
-async def cold_start(launcher: ForkLauncher, config: KernelRuntimeConfig,
-                     context: zmq.asyncio.Context, directory: Path) -> tuple[float, float]:
-    """One kernel: the request's and the host's ready ``perf_counter`` times."""
-    workspace = Workspace.create(directory, confined=config.confinement is not None)
-    try:
-        started = time.perf_counter()
-        process = await launcher.start(workspace, workspace.environment(config))
-        connection = KernelConnection(context, process.connection_info,
-                                      max_message_bytes=1 << 24)
-        await connection.wait_ready(30)
-        ready = time.perf_counter()
-        connection.close()
-        await process.kill()
-        await process.wait_gone()
-    finally:
-        workspace.remove()
-    await asyncio.sleep(0.05)
-    return started, ready
-
-
 async def profile(samples: int, modes: list[str], scratch: Path) -> None:
     out = scratch / "marks.jsonl"
     stand_in = scratch / "server.py"
@@ -179,12 +158,8 @@ async def profile(samples: int, modes: list[str], scratch: Path) -> None:
             for mode, (launcher, config) in launchers.items():
                 hosts[mode].append(await cold_start(launcher, config, context, directory))
     finally:
-        for launcher, _ in launchers.values():
-            await launcher.close()
-        context.destroy(linger=0)
-        remove_tree(directory)
-        if cgroups is not None:
-            cgroups.remove()
+        await close_launchers((launcher for launcher, _ in launchers.values()), context,
+                              directory, cgroups)
     children = [json.loads(line) for line in out.read_text().splitlines()]
     for index, mode in enumerate(modes):
         report(mode, hosts[mode], children[index::len(modes)])

@@ -21,7 +21,6 @@ import argparse
 import asyncio
 import contextlib
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -33,6 +32,8 @@ import zmq.asyncio
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from cold import close_launchers, cold_start
+from floor import python_floor
 from peers import MONTY_INSTALL, monty_figures, monty_version, stock_comm_figures
 
 from dsh_jupyter.abort import AbortSignal
@@ -46,7 +47,6 @@ from dsh_jupyter.kernel.launch.forkserver import ForkLauncher
 from dsh_jupyter.kernel.launch.stock import StockLauncher
 from dsh_jupyter.kernel.run.pool import KernelPool
 from dsh_jupyter.kernel.run.workspace import Workspace, create_runtime_directory, remove_tree
-from dsh_jupyter.kernel.transport.connection import KernelConnection
 from dsh_jupyter.runtime import FunctionBindings, RunRequest
 
 NEVER = AbortSignal.never()
@@ -70,15 +70,6 @@ def row(label: str, value: str, note: str = "") -> None:
     print(f"  {label:<52} {value:>22}  {note}")
 
 
-def python_floor(samples: int) -> float:
-    times = []
-    for _ in range(samples):
-        started = time.perf_counter()
-        subprocess.run([sys.executable, "-c", "pass"], check=True)
-        times.append(time.perf_counter() - started)
-    return statistics.median(times)
-
-
 def modes() -> dict[str, SandboxConfig | None]:
     """The sandbox settings to compare: unconfined always, confined where it works here."""
     found: dict[str, SandboxConfig | None] = {"unconfined": None}
@@ -89,22 +80,10 @@ def modes() -> dict[str, SandboxConfig | None]:
 
 async def ready_time(launcher: KernelLauncher, config: KernelRuntimeConfig,
                      context: zmq.asyncio.Context, directory: Path) -> float:
-    """Start -> kernel_info answered with iopub subscribed (the kernel can take a cell)."""
-    workspace = Workspace.create(directory, confined=config.confinement is not None)
-    try:
-        started = time.perf_counter()
-        process = await launcher.start(workspace, workspace.environment(config))
-        connection = KernelConnection(context, process.connection_info,
-                                      max_message_bytes=1 << 24)
-        await connection.wait_ready(30)
-        elapsed = time.perf_counter() - started
-        connection.close()
-        await process.kill()
-        await process.wait_gone()
-    finally:
-        workspace.remove()
-    await asyncio.sleep(0.05)
-    return elapsed
+    """Start -> ready of one kernel (:func:`cold_start`), in seconds."""
+    started, ready = await cold_start(launcher, config, context, directory)
+    return ready - started
+
 
 
 async def cold_ready(samples: int) -> dict[str, list[float]]:
@@ -129,12 +108,8 @@ async def cold_ready(samples: int) -> dict[str, list[float]]:
                     continue  # stock launches are slow: a third of the samples
                 times[name].append(await ready_time(launcher, config, context, directory))
     finally:
-        for launcher, _ in launchers.values():
-            await launcher.close()
-        context.destroy(linger=0)
-        remove_tree(directory)
-        if cgroups is not None:
-            cgroups.remove()
+        await close_launchers((launcher for launcher, _ in launchers.values()), context,
+                              directory, cgroups)
     return times
 
 
