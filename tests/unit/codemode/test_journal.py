@@ -17,7 +17,7 @@ import pytest
 
 from dsh_jupyter import ToolCall, ToolRegistry
 from dsh_jupyter.abort import AbortController
-from dsh_jupyter.durable import CallOutcome, RunRecord, SqliteJournalStore
+from dsh_jupyter.durable import CallOutcome, JournaledRun, RunRecord, SqliteJournalStore
 from dsh_jupyter.errors import JournalError, RegistrationError
 from dsh_jupyter.events import SessionEvent
 from dsh_jupyter.kernel import InProcessRuntime
@@ -106,16 +106,20 @@ async def pause(path: Path, program: str = PROGRAM) -> tuple[Host, str]:
     return host, pending[0].run_id
 
 
+async def only_run(path: Path) -> JournaledRun | None:
+    """The one run the journal at ``path`` holds, loaded."""
+    async with SqliteJournalStore(path) as store:
+        assert store._db is not None
+        (run_id,) = [row[0] for row in store._db.execute("SELECT run_id FROM runs")]
+        return await store.load_run(run_id)
+
+
 async def test_a_run_is_journaled_with_its_calls_and_its_end(tmp_path: Path) -> None:
     path = tmp_path / "journal.sqlite"
     host = Host(path, approval=Answers(approved=True))
     result = await host.run()
     assert not result.is_error, result  # type: ignore[attr-defined]
-    async with SqliteJournalStore(path) as store:
-        conn = store._db
-        assert conn is not None
-        (run_id,) = [row[0] for row in conn.execute("SELECT run_id FROM runs")]
-        run = await store.load_run(run_id)
+    run = await only_run(path)
     assert run is not None and run.status == "done"
     assert run.run.program == PROGRAM and run.run.call_id == "c1"
     assert [(c.position, c.tool, c.state) for c in run.calls] == [
@@ -321,11 +325,7 @@ async def test_an_approval_service_that_fails_ends_the_question_and_the_run(
         result.text  # type: ignore[attr-defined]
     assert host.bodies == ["read a.txt", "read b.txt"]
     assert await host.registry.journal.list_pending() == ()  # type: ignore[union-attr]
-    async with SqliteJournalStore(path) as store:
-        conn = store._db
-        assert conn is not None
-        (run_id,) = [row[0] for row in conn.execute("SELECT run_id FROM runs")]
-        run = await store.load_run(run_id)
+    run = await only_run(path)
     assert run is not None and run.status == "done"
     assert run.calls[1].state == "done" and run.calls[1].outcome is not None
     assert run.calls[1].outcome.code == "HOOK_FAILED"

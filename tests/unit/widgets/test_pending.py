@@ -128,6 +128,17 @@ async def test_the_live_card_of_a_journaled_run_names_it_and_says_it_is_journale
     assert not (await run).is_error
 
 
+async def after_a_restart(path: Path,
+                          program: str = PROGRAM) -> tuple[str, Notebook, PendingApprovals]:
+    """A run paused on ``rm`` (see :func:`paused`), then the setup cell again and the
+    waiting approvals read: the run's id, the new notebook and its pending view."""
+    _, _, run_id = await paused(path, program)
+    second = Notebook(path)
+    view = show_pending(second.registry)
+    await view.wait()
+    return run_id, second, view
+
+
 async def test_a_click_resolves_and_resumes_the_run_with_each_tool_called_once(
         tmp_path: Path) -> None:
     path = tmp_path / "journal.sqlite"
@@ -181,13 +192,10 @@ async def test_a_click_resolves_and_resumes_the_run_with_each_tool_called_once(
 async def test_approve_all_resumes_the_run_asking_no_more_for_that_tool(
         tmp_path: Path) -> None:
     path = tmp_path / "journal.sqlite"
-    _, _, run_id = await paused(path, """
+    run_id, second, view = await after_a_restart(path, """
 for name in ("a.txt", "b.txt", "c.txt"):
     print(await tools.rm({"path": name}))
 """)
-    second = Notebook(path)
-    view = show_pending(second.registry)
-    await view.wait()
     buttons(view.widget)["Approve all rm calls in this run"].click()
     await view.wait()
     (run,) = view.runs
@@ -205,10 +213,7 @@ for name in ("a.txt", "b.txt", "c.txt"):
 
 async def test_a_rejection_and_its_reason_reach_the_resumed_program(tmp_path: Path) -> None:
     path = tmp_path / "journal.sqlite"
-    _, _, run_id = await paused(path)
-    second = Notebook(path)
-    view = show_pending(second.registry)
-    await view.wait()
+    run_id, second, view = await after_a_restart(path)
     [reason] = [w for w in walk(view.widget) if type(w).__name__ == "Text"]
     reason.value = "keep a.txt"
     buttons(view.widget)["Reject"].click()
@@ -227,10 +232,7 @@ async def test_a_rejection_and_its_reason_reach_the_resumed_program(tmp_path: Pa
 
 async def test_a_question_answered_elsewhere_first_is_one_line(tmp_path: Path) -> None:
     path = tmp_path / "journal.sqlite"
-    _, _, run_id = await paused(path)
-    second = Notebook(path)
-    view = show_pending(second.registry)
-    await view.wait()
+    run_id, second, view = await after_a_restart(path)
     async with SqliteJournalStore(path) as cli:  # `dsh-jupyter approvals approve`
         await cli.resolve(run_id, Approval(approved=True, answered_by="cli"))
     buttons(view.widget)["Approve"].click()
