@@ -13,6 +13,7 @@ come from a fork server already running). A test that needs one of these belongs
 from __future__ import annotations
 
 import _posixsubprocess
+import contextlib
 import os
 import platform
 import subprocess
@@ -33,6 +34,11 @@ _CHECKOUT = Path(__file__).resolve().parents[2]
 # client asks for it in its headers. Asked here, at collection, so that no test is blamed for
 # being the first to ask.
 platform.platform()
+
+# matplotlib builds its font cache (running `fc-list`) the first time a process on a new
+# machine imports its font manager; built here, at collection, for the same reason.
+with contextlib.suppress(ImportError):  # without the eval extra its tests skip
+    import matplotlib.font_manager  # noqa: F401
 
 
 def _refusal(what: str, seen: list[str]) -> Callable[..., Any]:
