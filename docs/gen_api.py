@@ -217,8 +217,9 @@ SUMMARIES: dict[str, str] = {
     "CodeModeError": "`CODE_MODE_UNAVAILABLE`: Code Mode without a usable runtime.",
     "CodeRunFailedError": "`CODE_RUN_FAILED`: a `run_code` program failed.",
     "JournalError": "`JOURNAL_UNREADABLE`, `JOURNAL_BUSY`, `JOURNAL_UNKNOWN_RUN`, "
-                    "`JOURNAL_ANSWERED`, `JOURNAL_CONFLICT`, `JOURNAL_NOT_RESUMABLE`: a run "
-                    "journal cannot be used, or its run cannot be resumed (one line).",
+                    "`JOURNAL_ANSWERED`, `JOURNAL_CONFLICT`, `JOURNAL_NOT_RESUMABLE`, "
+                    "`JOURNAL_SCOPE`: a run journal cannot be used, or its run cannot be "
+                    "resumed (one line).",
     # widgets: approvals after a restart
     "ApprovalCard": "The Approve / Reject prompt of one pending `Ask` (`run_id`: the "
                     "journaled run it belongs to).",

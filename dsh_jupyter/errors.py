@@ -23,7 +23,8 @@ used inside the pipeline to carry a code to the failure it becomes::
     │                             JOURNAL_UNKNOWN_RUN    no such run, its approval was answered
     │                             JOURNAL_ANSWERED       already, refuses a write its run's state
     │                             JOURNAL_CONFLICT       forbids (a second start), or the run
-    │                             JOURNAL_NOT_RESUMABLE  has no answered approval to resume
+    │                             JOURNAL_NOT_RESUMABLE  has no answered approval to resume,
+    │                             JOURNAL_SCOPE          or its agent scope is not there
     ├── ModelConfigError          MODEL_CONFIG           missing or invalid model adapter settings
     └── ModelError                MODEL_ERROR            a model request failed
         ├── ModelHTTPError        MODEL_HTTP_ERROR       non-retryable status, or retries exhausted
@@ -211,7 +212,8 @@ class JournalError(DshError):
     (``JOURNAL_BUSY``), it has no such run (``JOURNAL_UNKNOWN_RUN``), the approval was
     answered already (``JOURNAL_ANSWERED``), the run's state forbids the write (a call
     started twice, a second open approval: ``JOURNAL_CONFLICT``), or the run cannot be
-    resumed (``JOURNAL_NOT_RESUMABLE``: it ended, or its approval is not answered). One
-    line."""
+    resumed (``JOURNAL_NOT_RESUMABLE``: it ended, or its approval is not answered;
+    ``JOURNAL_SCOPE``: it was made in an agent scope that is not live here, or in another
+    scope than the one given). One line."""
 
     default_code = "JOURNAL_UNREADABLE"

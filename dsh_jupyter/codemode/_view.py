@@ -4,10 +4,11 @@
 (Code Mode prepares and runs sub-calls through the pipeline) plus what only Code Mode
 reads: its settings (``code_runtime``, ``max_parallel_sub_calls``, ``run_code_images``,
 ``run_code_max_chars``, ``check_programs``, ``journal``: the constructor arguments of
-:class:`~dsh_jupyter.codemode.registry.ToolRegistry`), the session key of scope-less
-runs, ``listen`` (its sub-call listener is registered like any other), ``execute`` (a
-resumed run's ``run_code`` is a call like any other) and ``_version``
-(a counter every change bumps, for the discovery catalogs' cache).
+:class:`~dsh_jupyter.codemode.registry.ToolRegistry`), its live scopes (a resumed run's
+is found among them), the session key of scope-less runs, ``listen`` (its sub-call
+listener is registered like any other), ``execute`` (a resumed run's ``run_code`` is a
+call like any other) and ``_version`` (a counter every change bumps, for the discovery
+catalogs' cache).
 Nothing in :mod:`dsh_jupyter.codemode` imports the registry class itself.
 """
 
@@ -19,7 +20,7 @@ from ..registry._view import RegistryView
 
 if TYPE_CHECKING:
     from ..durable.store import JournalStore
-    from ..registry.execution import ToolCall
+    from ..registry.execution import ScopeView, ToolCall
     from ..registry.lifecycle import CallListener
     from ..registry.results import ToolResult
     from ..registry.scope import Disposer
@@ -53,6 +54,10 @@ class CodeModeHost(RegistryView, Protocol):
     @property
     def session_key(self) -> str:
         """The stateful-runtime session of ``run_code`` calls made without a scope."""
+
+    @property
+    def scopes(self) -> tuple[ScopeView, ...]:
+        """Every live agent scope (a resumed run's is found among them)."""
 
     @property
     def _version(self) -> int:

@@ -89,6 +89,7 @@ class Resumption:
 
 async def start_journal(store: JournalStore, resumption: Resumption | None, *, program: str,
                         fingerprint: str, call_id: str, scope: str | None,
+                        scope_name: str | None = None,
                         approval: Callable[[], ApprovalService | None]) -> RunJournal | Stop:
     """The journal of a run about to start: a new run recorded in ``store``, or the
     ``resumption``'s; a :class:`~dsh_jupyter.durable.Stop` when it may not start (the
@@ -98,7 +99,8 @@ async def start_journal(store: JournalStore, resumption: Resumption | None, *, p
         try:
             await store.record_run(RunRecord(run_id=run_id, program=program,
                                              tools_fingerprint=fingerprint, call_id=call_id,
-                                             scope=scope, host=current_host()))
+                                             scope=scope, scope_name=scope_name,
+                                             host=current_host()))
         except JournalError as exc:
             _log.warning("a run could not be journaled: %s", exc.message)
             return Stop("journal-unavailable", "the run's journal could not record the run; "

@@ -6,7 +6,8 @@ approve`` say), the run is claimed for this process (two processes never resume 
 run), and its stored program runs again as a ``run_code`` call with the run's own call
 id: through the pipeline like any call (its card, its events, its span), in a fresh
 kernel, its sub-calls answered from the journal up to the one that paused, which gets
-the decision, and live after it.
+the decision, and live after it. A run made in an agent scope resumes in that scope
+(the live one of its name after a restart), or not at all.
 """
 
 from __future__ import annotations
@@ -42,6 +43,7 @@ async def resume_run(registry: CodeModeHost, resumptions: dict[str, Resumption],
     if journaled is None:
         raise JournalError(f"the journal has no run {run_id}: `dsh-jupyter approvals list` "
                            "shows the runs waiting", code="JOURNAL_UNKNOWN_RUN")
+    agent = resumed_scope(registry, journaled.run, agent)  # before anything is recorded
     host = journaled.run.host
     if journaled.status in ("waiting", "decided") and host != current_host() \
             and host_state(host) == "alive":
@@ -64,6 +66,38 @@ async def resume_run(registry: CodeModeHost, resumptions: dict[str, Resumption],
             arguments=resumed_arguments(journaled.run)))
     finally:
         resumptions.pop(call_id, None)  # run_code took it, unless the call never got there
+
+
+def resumed_scope(registry: CodeModeHost, run: RunRecord,
+                  agent: ScopeView | None = None) -> ScopeView | None:
+    """The scope ``run`` resumes in: ``agent`` when given (a run made in a scope must be
+    given that scope, by name), else the live scope that made it (its session key: this
+    process) or, after a restart, the live scope of its name. A run made in a scope never
+    resumes with the registry's own tools and policies, which may allow what the scope
+    denied: without its scope it is refused (``JOURNAL_SCOPE``)."""
+    if agent is not None:
+        if run.scope is None:
+            raise JournalError(f"run {run.run_id} was made with the registry's own tools, "
+                               f"not in a scope: resume it without one, not in scope "
+                               f"{agent.name!r}", code="JOURNAL_SCOPE")
+        if agent.session_key != run.scope and run.scope_name not in (None, agent.name):
+            raise JournalError(f"run {run.run_id} was made in scope {run.scope_name!r}, not "
+                               f"{agent.name!r}: resume it in {run.scope_name!r}",
+                               code="JOURNAL_SCOPE")
+        return agent
+    if run.scope is None:
+        return None
+    scopes = registry.scopes
+    live = next((s for s in scopes if s.session_key == run.scope), None) \
+        or next((s for s in scopes if run.scope_name is not None and s.name == run.scope_name),
+                None)
+    if live is not None:
+        return live
+    made_in = (f"scope {run.scope_name!r}" if run.scope_name is not None
+               else "an agent scope whose name the journal does not hold (an older journal)")
+    raise JournalError(f"run {run.run_id} was made in {made_in}, which this process does not "
+                       "have: create that scope (with its tools and policies) before resuming, "
+                       "or name the scope to resume in (agent=, --scope)", code="JOURNAL_SCOPE")
 
 
 def resumed_arguments(run: RunRecord) -> dict[str, JsonValue]:

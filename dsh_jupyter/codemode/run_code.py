@@ -467,6 +467,7 @@ async def _journal(registry: CodeModeHost, parts: CodeModeParts, program: str,
         store, resumption, program=program,
         fingerprint=tools_fingerprint(visible[name] for name in names),
         call_id=ctx.call_id, scope=ctx.agent.session_key if ctx.agent is not None else None,
+        scope_name=ctx.agent.name if ctx.agent is not None else None,
         approval=lambda: registry.approval)
     if isinstance(started, Stop):
         raise CodeRunFailedError(failure_message(CodeRunResult(

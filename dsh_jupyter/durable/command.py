@@ -85,7 +85,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                                  "when the run's host is gone, resume the run here, in a "
                                  "fresh kernel, and print its result")
         answer.add_argument("--scope", default=None, metavar="NAME",
-                            help="with --tools: the agent scope the run was made in")
+                            help="with --tools: the agent scope to resume in (default: the tools' "
+                                 "scope of the name the run was made in)")
 
 
 def run_command(options: argparse.Namespace, *, out: TextIO | None = None) -> int:
@@ -212,7 +213,8 @@ def pending_json(pending: Sequence[PendingApproval],
         row: JsonObject = {
             "run_id": each.run_id, "position": each.position, "tool": each.tool,
             "arguments": each.arguments, "reason": each.reason, "asked": each.asked,
-            "scope": each.scope, "host": each.host, "host_state": state}
+            "scope": each.scope, "scope_name": each.scope_name, "host": each.host,
+            "host_state": state}
         rows.append(row)
     return rows
 

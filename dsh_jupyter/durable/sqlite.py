@@ -27,7 +27,8 @@ The schema (``meta`` names the format and its version; docs/approvals-durable.md
 each column) is created when the file is new or empty, unless the store was made with
 ``create=False`` (then a missing or empty file is refused); a file that is not a journal,
 or one written by a newer format, is refused with one line naming the path, and left as
-it was.
+it was; one written by an older format is upgraded in place when it is opened (format 2
+added ``runs.scope_name``).
 """
 
 from __future__ import annotations
@@ -60,7 +61,8 @@ from .store import (
 __all__ = ["FORMAT", "FORMAT_VERSION", "SqliteJournalStore"]
 
 FORMAT = "dsh-jupyter journal"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
+"""2 added ``runs.scope_name``; a version 1 file is upgraded when it is opened."""
 
 _SCHEMA = """
 CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -70,6 +72,7 @@ CREATE TABLE runs (
     tools_fingerprint TEXT NOT NULL,
     call_id TEXT NOT NULL,
     scope TEXT,
+    scope_name TEXT,
     host TEXT NOT NULL,
     status TEXT NOT NULL
         CHECK (status IN ('running', 'waiting', 'decided', 'done', 'failed')),
@@ -151,9 +154,10 @@ class SqliteJournalStore:
                                   "JOURNAL_CONFLICT")
             now = time.time()
             db.execute("INSERT INTO runs (run_id, program, tools_fingerprint, call_id, scope,"
-                       " host, status, created, updated) VALUES (?, ?, ?, ?, ?, ?, 'running',"
-                       " ?, ?)", (run.run_id, run.program, run.tools_fingerprint, run.call_id,
-                                  run.scope, run.host, run.created or now, now))
+                       " scope_name, host, status, created, updated) VALUES (?, ?, ?, ?, ?, ?,"
+                       " ?, 'running', ?, ?)",
+                       (run.run_id, run.program, run.tools_fingerprint, run.call_id, run.scope,
+                        run.scope_name, run.host, run.created or now, now))
         await self._write(write, synced=False)
 
     async def record_call(self, run_id: str, position: int, tool: str,
@@ -260,14 +264,15 @@ class SqliteJournalStore:
         def read(db: sqlite3.Connection) -> tuple[PendingApproval, ...]:
             rows = db.execute(
                 "SELECT a.run_id, a.position, c.tool, c.arguments, a.reason, a.asked,"
-                " r.scope, r.host FROM approvals AS a"
+                " r.scope, r.host, r.scope_name FROM approvals AS a"
                 " JOIN calls AS c ON c.run_id = a.run_id AND c.position = a.position"
                 " JOIN runs AS r ON r.run_id = a.run_id"
                 " WHERE a.decision IS NULL AND r.status = 'waiting'"
                 " ORDER BY a.asked, a.run_id").fetchall()
             return tuple(PendingApproval(run_id=r[0], position=r[1], tool=r[2],
                                          arguments=_object(r[3]), reason=r[4], asked=r[5],
-                                         scope=r[6], host=r[7]) for r in rows)
+                                         scope=r[6], host=r[7], scope_name=r[8])
+                         for r in rows)
         return await self._call(read)
 
     # The connection ----------------------------------------------------------------------
@@ -302,45 +307,65 @@ class SqliteJournalStore:
             try:
                 # Checked before anything is written: a file that is not a journal is left
                 # as it was (switching it to WAL would change it).
-                is_journal = self._is_journal(db)
-                if not is_journal and not self._create:
+                version = self._version(db)
+                if not version and not self._create:
                     raise self._error("is empty, not a journal: check the path",
                                       "JOURNAL_UNREADABLE")
                 db.execute("PRAGMA journal_mode = WAL")
                 db.execute("PRAGMA synchronous = FULL")
                 db.execute("PRAGMA foreign_keys = ON")
-                if not is_journal:
+                if not version:
                     self._create_schema(db)
+                elif version < FORMAT_VERSION:
+                    self._upgrade(db)
                 return
             except sqlite3.OperationalError as exc:
                 if not _locked(exc) or time.monotonic() >= deadline:
                     raise
                 time.sleep(0.005)  # a worker thread: the event loop does not wait
 
-    def _is_journal(self, db: sqlite3.Connection) -> bool:
-        """``True`` for a journal this version reads, ``False`` for an empty database; a
-        file that is something else is refused."""
+    def _version(self, db: sqlite3.Connection) -> int:
+        """The format version of a journal this version reads, 0 for an empty database; a
+        file that is something else, or a newer format, is refused."""
         tables = {row[0] for row in db.execute(
             "SELECT name FROM sqlite_master WHERE type = 'table'")}
         if not tables:
-            return False
+            return 0
         meta = dict(db.execute("SELECT key, value FROM meta").fetchall()) \
             if "meta" in tables else {}
         if meta.get("format") != FORMAT:
             raise self._error(f"is an SQLite database but not a {FORMAT}: {_MOVE_AWAY}",
                               "JOURNAL_UNREADABLE")
         version = meta.get("version", "")
-        if not version.isdigit() or int(version) > FORMAT_VERSION:
+        if not version.isdigit() or int(version) < 1:
+            raise self._error(f"has no valid format version ({version!r}): {_MOVE_AWAY}",
+                              "JOURNAL_UNREADABLE")
+        if int(version) > FORMAT_VERSION:
             raise self._error(f"has format version {version}, newer than this "
                               f"dsh-jupyter's {FORMAT_VERSION}: upgrade dsh-jupyter, "
                               f"or {_MOVE_AWAY}", "JOURNAL_UNREADABLE")
-        return True
+        return int(version)
+
+    def _upgrade(self, db: sqlite3.Connection) -> None:
+        """Bring an older journal to this format, in place and in one transaction (each
+        step only adds: a version 1 file gains ``runs.scope_name``, empty for its runs)."""
+        db.execute("BEGIN IMMEDIATE")
+        try:
+            # Checked again under the write lock: another store may have upgraded it.
+            if self._version(db) < 2:
+                db.execute("ALTER TABLE runs ADD COLUMN scope_name TEXT")
+            db.execute("UPDATE meta SET value = ? WHERE key = 'version'",
+                       (str(FORMAT_VERSION),))
+            db.execute("COMMIT")
+        except BaseException:
+            _roll_back(db)
+            raise
 
     def _create_schema(self, db: sqlite3.Connection) -> None:
         # Checked again under the write lock: another store may have created it meanwhile.
         db.execute("BEGIN IMMEDIATE")
         try:
-            if not self._is_journal(db):
+            if not self._version(db):
                 for statement in _SCHEMA.split(";"):
                     if statement.strip():
                         db.execute(statement)
@@ -452,12 +477,13 @@ class SqliteJournalStore:
 
     def _load(self, db: sqlite3.Connection, run_id: str) -> JournaledRun | None:
         row = db.execute("SELECT run_id, program, tools_fingerprint, call_id, scope, host,"
-                         " created, status, updated, result FROM runs WHERE run_id = ?",
-                         (run_id,)).fetchone()
+                         " created, status, updated, result, scope_name FROM runs"
+                         " WHERE run_id = ?", (run_id,)).fetchone()
         if row is None:
             return None
         run = RunRecord(run_id=row[0], program=row[1], tools_fingerprint=row[2],
-                        call_id=row[3], scope=row[4], host=row[5], created=row[6])
+                        call_id=row[3], scope=row[4], scope_name=row[10], host=row[5],
+                        created=row[6])
         calls = tuple(
             CallRecord(position=c[0], tool=c[1], arguments=_object(c[2]), state=c[3],
                        outcome=None if c[4] is None else CallOutcome.from_json(json.loads(c[4])),

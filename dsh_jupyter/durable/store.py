@@ -52,6 +52,9 @@ class RunRecord:
     """The run_code call's id (the sub-calls' ids are ``<call_id>:code:<n>``)."""
     scope: str | None = None
     """The calling scope's session key, ``None`` for the registry's own."""
+    scope_name: str | None = None
+    """The calling scope's name: after a restart, the run resumes in the live scope of
+    that name (its tools and policies), never with the registry's own."""
     host: str = ""
     """``<pid>@<hostname>`` of the process that ran it."""
     created: float = 0.0
@@ -150,6 +153,7 @@ class PendingApproval:
     asked: float
     scope: str | None
     host: str
+    scope_name: str | None = None
 
 
 class JournalStore(Protocol):

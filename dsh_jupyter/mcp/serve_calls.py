@@ -341,6 +341,9 @@ class ServedCalls:
                                                signal=controller.signal)
         except JournalError as exc:  # lost a race: answered or taken up elsewhere first
             _log.warning("run %s could not be resumed: %s", run_id, exc.message)
+            if exc.code == "JOURNAL_SCOPE":  # made in a scope this server does not serve
+                return failure(f"run {run_id} could not be resumed: it was made in an agent "
+                               "scope this server does not serve", exc.code)
             return failure(f"run {run_id} could not be resumed: it was answered or taken up "
                            "elsewhere first (another server on the journal, or the command "
                            "line)", exc.code)

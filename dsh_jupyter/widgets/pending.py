@@ -28,13 +28,13 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Literal
 
 from ..abort import AbortController
-from ..codemode.resume import resumed_arguments
+from ..codemode.resume import resumed_arguments, resumed_scope
 from ..durable.command import format_age
 from ..durable.host import current_host, host_state
 from ..errors import JournalError
 from ..events import SessionEvent
 from ..registry.policy import Approval
-from ..registry.scope import RESERVED_NAME
+from ..registry.scope import RESERVED_NAME, AgentScope
 from . import _ipw
 from .approval_card import BY_USER, ApprovalCard, ApprovalChoice, run_note
 from .cards import mimebundle
@@ -47,8 +47,8 @@ from .session import CallView
 if TYPE_CHECKING:
     from ..codemode.registry import ToolRegistry
     from ..durable.store import PendingApproval
+    from ..registry.execution import ScopeView
     from ..registry.results import ToolResult
-    from ..registry.scope import AgentScope
 
 __all__ = ["NONE_WAITING", "NO_JOURNAL", "PendingApprovals", "PendingRun", "show_pending"]
 
@@ -242,13 +242,16 @@ class PendingApprovals(Published):
         state ``done`` or ``failed``, never raising (its error is the card's line)."""
         registry, loop = self.registry, asyncio.get_running_loop()
         stop = AbortController()
-        agent = _scope(registry, run.pending.scope)
+        agent: ScopeView | None = None
         view: CallView | None = None
         undo: Callable[[], None] | None = None
         try:
             journaled = await registry.journal.load_run(run.run_id) \
                 if registry.journal is not None else None
             if journaled is not None:
+                # The scope that made it (the live one of its name after a restart), or a
+                # one-line refusal before anything is recorded: never the registry's own.
+                agent = resumed_scope(registry, journaled.run)
                 call_id = journaled.run.call_id
 
                 def began(event: SessionEvent) -> None:
@@ -262,7 +265,8 @@ class PendingApprovals(Published):
 
                 undo = registry.on_event(began)
                 view = CallView(registry, call_id, RESERVED_NAME,
-                                resumed_arguments(journaled.run), agent=agent,
+                                resumed_arguments(journaled.run),
+                                agent=agent if isinstance(agent, AgentScope) else None,
                                 stop=stop_clicked)
                 run.view = view
                 run.changed()
@@ -326,11 +330,3 @@ class PendingApprovals(Published):
             self._head.value = self._head_html()
         # Journal readings and resumed runs reach the text fallbacks papermill keeps.
         self._republish()
-
-
-def _scope(registry: ToolRegistry, key: str | None) -> AgentScope | None:
-    """The registry's scope whose runs have session key ``key`` (a run made in a scope
-    resumes in it, while that scope object lives); ``None`` for the registry's own."""
-    if key is None:
-        return None
-    return next((scope for scope in registry.scopes if scope.session_key == key), None)

@@ -34,10 +34,10 @@ return await tools.read({"path": "b.txt"})
 """
 
 
-async def _start(journal: Path, counts: Path) -> asyncio.subprocess.Process:
+async def _start(journal: Path, counts: Path, *more: str) -> asyncio.subprocess.Process:
     """A host whose run waits for rm's approval (its own question is never answered)."""
     host = await asyncio.create_subprocess_exec(
-        sys.executable, str(HOST), str(journal), str(counts), "start", PROGRAM,
+        sys.executable, str(HOST), str(journal), str(counts), "start", PROGRAM, *more,
         stdout=asyncio.subprocess.PIPE, start_new_session=True)
     assert host.stdout is not None
     line = await asyncio.wait_for(host.stdout.readline(), 120)
@@ -152,3 +152,37 @@ async def test_approved_with_tools_after_the_host_died_the_command_resumes_it(
     code, _, again = await _cli("approve", run_id, "--journal", str(journal))
     assert code == 1 and "was answered already" in again and "the run is done" in again
     assert _lines(counts) == ["read a.txt", "rm a.txt", "read b.txt"]
+
+
+async def test_a_run_made_in_a_scope_resumes_only_in_that_scope(tmp_path: Path) -> None:
+    journal, counts = tmp_path / "runs.sqlite", tmp_path / "bodies.txt"
+    host = await _start(journal, counts, "in=analyst")
+    os.killpg(host.pid, signal.SIGKILL)
+    await host.wait()
+    run_id = await _only_run_waiting(journal)
+
+    # The command's tools make no scope 'analyst': the decision is recorded, the resume
+    # refused in one line, and nothing runs with the registry's own (wider) policies.
+    env = {**os.environ, "DSH_TEST_COUNTS": str(counts)}
+    env.pop("DSH_JOURNAL", None)
+    done = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "dsh_jupyter.cli", "approvals", "approve", run_id,
+        "--journal", str(journal), "--tools", "journal_host:tools", cwd=SUPPORT, env=env,
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+    _, err_bytes = await asyncio.wait_for(done.communicate(), 120)
+    assert done.returncode == 1
+    assert err_bytes.decode() == (
+        f"dsh-jupyter approvals: run {run_id} was made in scope 'analyst', which this process "
+        "does not have: create that scope (with its tools and policies) before resuming, or "
+        "name the scope to resume in (agent=, --scope)\n")
+    assert _lines(counts) == ["read a.txt"]
+
+    # A host that makes the scope again resumes the run in it: its policy holds.
+    resumed = await asyncio.create_subprocess_exec(
+        sys.executable, str(HOST), str(journal), str(counts), "resume", run_id, "in=analyst",
+        stdout=asyncio.subprocess.PIPE)
+    out_bytes, _ = await asyncio.wait_for(resumed.communicate(), 120)
+    assert resumed.returncode == 0, out_bytes
+    result = json.loads(out_bytes.decode().splitlines()[-1])
+    assert result["is_error"] is True and "b.txt is not analyst's" in result["text"], result
+    assert _lines(counts) == ["read a.txt", "rm a.txt"]  # b.txt never read

@@ -10,6 +10,7 @@ killed for real, with real kernels: tests/integration/durable/test_resume_kill.p
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
@@ -22,7 +23,8 @@ from dsh_jupyter.errors import JournalError, RegistrationError
 from dsh_jupyter.events import SessionEvent
 from dsh_jupyter.kernel import InProcessRuntime
 from dsh_jupyter.registry.execution import ToolExecution
-from dsh_jupyter.registry.policy import Approval, Ask, PreDecision
+from dsh_jupyter.registry.policy import Approval, Ask, Deny, PreDecision
+from dsh_jupyter.registry.scope import AgentScope
 
 PROGRAM = """
 first = await tools.read({"path": "a.txt"})
@@ -60,10 +62,22 @@ class Host:
         registry.on_pre_execute(ask_for_rm)
 
     async def run(self, program: str = PROGRAM, *, call_id: str = "c1",
-                  signal: object = None) -> object:
+                  signal: object = None, agent: AgentScope | None = None) -> object:
         return await self.registry.execute(ToolCall(
             call_id=call_id, name="run_code", signal=signal,  # type: ignore[arg-type]
-            arguments={"code": program, "description": "test"}))
+            arguments={"code": program, "description": "test"}, agent=agent))
+
+
+def analyst(registry: ToolRegistry) -> AgentScope:
+    """Scope 'analyst', whose own policy denies reading b.txt (the registry's allows it)."""
+    scope = registry.scope("analyst")
+
+    def no_b(execution: ToolExecution, decision: PreDecision) -> PreDecision | None:
+        return Deny("b.txt is not the analyst's") \
+            if execution.name == "read" and execution.arguments == {"path": "b.txt"} else None
+
+    scope.on_pre_execute(no_b)
+    return scope
 
 
 class NeverAnswers:
@@ -90,13 +104,16 @@ class Answers:
         return Approval(approved=self.approved)
 
 
-async def pause(path: Path, program: str = PROGRAM) -> tuple[Host, str]:
-    """Run ``program`` until rm waits for approval, then stop its host's call (as a dying
-    host would leave it): the run stays ``waiting`` in the journal."""
+async def pause(path: Path, program: str = PROGRAM, *,
+                scope: Callable[[ToolRegistry], AgentScope] | None = None) -> tuple[Host, str]:
+    """Run ``program`` (in the scope ``scope`` makes, if any) until rm waits for approval,
+    then stop its host's call (as a dying host would leave it): the run stays ``waiting``
+    in the journal."""
     approvals = NeverAnswers()
     host = Host(path, approval=approvals)
     stop = AbortController()
-    run = asyncio.ensure_future(host.run(program, signal=stop.signal))
+    agent = scope(host.registry) if scope is not None else None
+    run = asyncio.ensure_future(host.run(program, signal=stop.signal, agent=agent))
     await asyncio.wait_for(approvals.asked.wait(), 10)
     stop.abort("the host went away")
     await run
@@ -228,6 +245,55 @@ async def test_a_run_wide_approval_recorded_elsewhere_covers_the_live_runs_later
     assert host.bodies == ["rm a.txt", "rm b.txt", "rm c.txt"]
     assert approvals.count == 1
     await host.registry.aclose()
+
+
+async def test_a_run_made_in_a_scope_resumes_in_that_scope_or_not_at_all(
+        tmp_path: Path) -> None:
+    path = tmp_path / "journal.sqlite"
+    first, run_id = await pause(path, scope=analyst)
+    assert first.bodies == ["read a.txt"]
+    (waiting,) = await SqliteJournalStore(path).list_pending()
+    assert waiting.scope_name == "analyst"
+
+    # After a restart the scope is not there yet: refused, nothing recorded or called (with
+    # the registry's own policies, the program's last read would be allowed).
+    second = Host(path)
+    with pytest.raises(JournalError) as missing:
+        await second.registry.resume(run_id, Approval(approved=True))
+    assert missing.value.code == "JOURNAL_SCOPE"
+    assert missing.value.message == (
+        f"run {run_id} was made in scope 'analyst', which this process does not have: create "
+        "that scope (with its tools and policies) before resuming, or name the scope to "
+        "resume in (agent=, --scope)")
+    with pytest.raises(JournalError, match=f"^run {run_id} was made in scope 'analyst', not "
+                       "'other': resume it in 'analyst'$"):
+        await second.registry.resume(run_id, Approval(approved=True),
+                                     agent=second.registry.scope("other"))
+    assert second.bodies == []
+    run = await second.registry.journal.load_run(run_id)  # type: ignore[union-attr]
+    assert run is not None and run.status == "waiting" and run.open_approval is not None
+
+    # Made again, as the setup cell after a restart would: the run resumes in it, and its
+    # policy holds.
+    analyst(second.registry)
+    result = await second.registry.resume(run_id, Approval(approved=True))
+    assert second.bodies == ["rm a.txt"]
+    assert result.is_error and "b.txt is not the analyst's" in result.text
+    await first.registry.aclose()
+    await second.registry.aclose()
+
+
+async def test_a_run_made_without_a_scope_does_not_resume_in_one(tmp_path: Path) -> None:
+    path = tmp_path / "journal.sqlite"
+    _, run_id = await pause(path)
+    second = Host(path)
+    with pytest.raises(JournalError, match=f"^run {run_id} was made with the registry's own "
+                       "tools, not in a scope: resume it without one, not in scope 'x'$"):
+        await second.registry.resume(run_id, Approval(approved=True),
+                                     agent=second.registry.scope("x"))
+    result = await second.registry.resume(run_id, Approval(approved=True))
+    assert not result.is_error and second.bodies == ["rm a.txt", "read b.txt"]
+    await second.registry.aclose()
 
 
 async def test_a_program_that_takes_another_path_on_resume_diverges(tmp_path: Path) -> None:

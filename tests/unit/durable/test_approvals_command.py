@@ -81,11 +81,12 @@ def test_cells_are_one_line_inert_and_shortened() -> None:
 
 def test_json_keeps_every_field_and_the_full_arguments() -> None:
     arguments = {"body": "x" * 500, "to": ["a", "b"]}
-    [row] = pending_json([waiting("r1", arguments=arguments, scope="agent-a")], ["gone"])
+    [row] = pending_json([waiting("r1", arguments=arguments, scope="scope-9f",
+                                  scope_name="analyst")], ["gone"])
     assert json.loads(json.dumps(row)) == {
         "run_id": "r1", "position": 2, "tool": "rm", "arguments": arguments,
-        "reason": "deletes a file", "asked": NOW - 180, "scope": "agent-a", "host": "41@box",
-        "host_state": "gone"}
+        "reason": "deletes a file", "asked": NOW - 180, "scope": "scope-9f",
+        "scope_name": "analyst", "host": "41@box", "host_state": "gone"}
     assert pending_json([], []) == []
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import os
 import sqlite3
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -364,3 +365,57 @@ async def test_an_outcome_keeps_the_key_order_the_program_saw(tmp_path: Path) ->
         run = await store.load_run("run-1")
     assert run is not None and run.calls[0].outcome is not None
     assert list(run.calls[0].outcome.value) == ["size", "name"]  # type: ignore[arg-type]
+
+
+# The schema of format 1, as the first release wrote it (runs had no scope_name).
+FORMAT_1 = """
+CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE runs (
+    run_id TEXT PRIMARY KEY, program TEXT NOT NULL, tools_fingerprint TEXT NOT NULL,
+    call_id TEXT NOT NULL, scope TEXT, host TEXT NOT NULL,
+    status TEXT NOT NULL CHECK (status IN ('running', 'waiting', 'decided', 'done', 'failed')),
+    created REAL NOT NULL, updated REAL NOT NULL, result TEXT);
+CREATE TABLE calls (
+    run_id TEXT NOT NULL REFERENCES runs (run_id) ON DELETE CASCADE,
+    position INTEGER NOT NULL CHECK (position >= 1), tool TEXT NOT NULL,
+    arguments TEXT NOT NULL, state TEXT NOT NULL CHECK (state IN ('issued', 'started', 'done')),
+    outcome TEXT, started REAL, ended REAL, PRIMARY KEY (run_id, position));
+CREATE TABLE approvals (
+    run_id TEXT NOT NULL, position INTEGER NOT NULL, reason TEXT, asked REAL NOT NULL,
+    decision TEXT, answered REAL, PRIMARY KEY (run_id, position),
+    FOREIGN KEY (run_id, position) REFERENCES calls (run_id, position) ON DELETE CASCADE);
+CREATE INDEX runs_by_status ON runs (status, updated);
+INSERT INTO meta VALUES ('format', 'dsh-jupyter journal'), ('version', '1');
+INSERT INTO runs VALUES ('old-1', 'await tools.rm({})', 'sha256:abc', 'call-1', 'scope-1f',
+                         '12@box', 'waiting', 100.0, 101.0, NULL);
+INSERT INTO calls VALUES ('old-1', 1, 'rm', '{}', 'issued', NULL, NULL, NULL);
+INSERT INTO approvals VALUES ('old-1', 1, 'rm deletes', 101.0, NULL, NULL);
+"""
+
+
+async def test_a_format_1_journal_is_upgraded_in_place_and_keeps_its_runs(
+        tmp_path: Path) -> None:
+    path = tmp_path / "old.sqlite"
+    with sqlite3.connect(path) as db:
+        db.executescript(FORMAT_1)
+    db.close()
+    # Two stores open it at once (two processes after an upgrade): both get it upgraded once.
+    first, second = SqliteJournalStore(path), SqliteJournalStore(path)
+    pending, old = await asyncio.gather(first.list_pending(), second.load_run("old-1"))
+    assert [(p.run_id, p.tool, p.scope, p.scope_name) for p in pending] == [
+        ("old-1", "rm", "scope-1f", None)]
+    assert old is not None and old.run.scope == "scope-1f" and old.run.scope_name is None
+    assert old.open_approval is not None and old.open_approval.reason == "rm deletes"
+    # A new run keeps its scope's name; the old one can still be answered.
+    await first.record_run(replace(a_run("run-2", scope="scope-2a"), scope_name="analyst"))
+    loaded = await second.load_run("run-2")
+    assert loaded is not None and loaded.run.scope_name == "analyst"
+    await second.resolve("old-1", Approval(approved=True))
+    await first.aclose()
+    await second.aclose()
+    with sqlite3.connect(path) as db:
+        version = db.execute("SELECT value FROM meta WHERE key = 'version'").fetchone()
+        columns = [row[1] for row in db.execute("PRAGMA table_info(runs)")]
+    db.close()
+    assert version == (str(FORMAT_VERSION),) and FORMAT_VERSION == 2
+    assert columns.count("scope_name") == 1

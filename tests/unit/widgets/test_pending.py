@@ -21,6 +21,7 @@ from dsh_jupyter.durable import RunRecord, SqliteJournalStore, tools_fingerprint
 from dsh_jupyter.kernel import InProcessRuntime
 from dsh_jupyter.registry.execution import ToolExecution
 from dsh_jupyter.registry.policy import Approval, Ask, PreDecision
+from dsh_jupyter.registry.scope import AgentScope
 from dsh_jupyter.widgets import (
     ApprovalCard,
     LiveView,
@@ -85,22 +86,26 @@ class Notebook:
         self.prompts = Prompts(self.view)
         self.approvals.add_host(self.prompts)
 
-    def start(self, signal: object = None, program: str = PROGRAM) -> asyncio.Future[ToolResult]:
+    def start(self, signal: object = None, program: str = PROGRAM,
+              agent: AgentScope | None = None) -> asyncio.Future[ToolResult]:
         return asyncio.ensure_future(self.registry.execute(ToolCall(
             call_id="c1", name="run_code", signal=signal,  # type: ignore[arg-type]
-            arguments={"code": program, "description": "Tidy up"})))
+            arguments={"code": program, "description": "Tidy up"}, agent=agent)))
 
     async def prompt(self) -> ApprovalCard:
         async with asyncio.timeout(10):
             return await self.prompts.shown.get()
 
 
-async def paused(path: Path, program: str = PROGRAM) -> tuple[Notebook, ApprovalCard, str]:
-    """A run whose ``rm`` waits for a click that never comes: its call is stopped (as a
-    dying kernel leaves it) and the run stays waiting in the journal."""
+async def paused(path: Path, program: str = PROGRAM,
+                 scope: str | None = None) -> tuple[Notebook, ApprovalCard, str]:
+    """A run (made in a new scope named ``scope``, if given) whose ``rm`` waits for a click
+    that never comes: its call is stopped (as a dying kernel leaves it) and the run stays
+    waiting in the journal."""
     notebook = Notebook(path)
     stop = AbortController()
-    run = notebook.start(stop.signal, program)
+    agent = notebook.registry.scope(scope) if scope is not None else None
+    run = notebook.start(stop.signal, program, agent)
     card = await notebook.prompt()
     stop.abort("the kernel went away")
     await run
@@ -227,6 +232,38 @@ async def test_a_rejection_and_its_reason_reach_the_resumed_program(tmp_path: Pa
     assert journaled is not None
     assert journaled.approvals[0].decision == Approval(approved=False, answered_by="user",
                                                        note="keep a.txt")
+    await second.registry.aclose()
+
+
+async def test_a_run_made_in_a_scope_resumes_once_the_scope_is_made_again(
+        tmp_path: Path) -> None:
+    path = tmp_path / "journal.sqlite"
+    _, _, run_id = await paused(path, scope="analyst")
+    second = Notebook(path)  # the setup cell again, before it makes its scope
+    view = show_pending(second.registry)
+    await view.wait()
+    buttons(view.widget)["Approve"].click()
+    await view.wait()
+    (run,) = view.runs
+    assert run.state == "failed" and run.error is not None
+    assert run.error.startswith(f"run {run_id} was made in scope 'analyst', which this "
+                                "process does not have: create that scope")
+    assert run.view is None and run.card.state == "waiting"  # nothing recorded, nothing ran
+    assert second.bodies == []
+
+    seen: list[str] = []  # the scope's own hook sees the calls the resumed run makes
+
+    def note(execution: ToolExecution, decision: PreDecision) -> None:
+        seen.append(execution.name)
+
+    second.registry.scope("analyst").on_pre_execute(note)
+    buttons(view.widget)["Approve"].click()
+    await view.wait()
+    assert view.runs == [run]
+    (run,) = view.runs
+    assert run.state == "done", run.error
+    assert second.bodies == ["rm a.txt", "read b.txt"]
+    assert seen == ["run_code", "rm", "read"]  # the replayed read never reached a hook
     await second.registry.aclose()
 
 
