@@ -14,6 +14,7 @@ import signal
 import socket
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -45,14 +46,39 @@ async def _start(journal: Path, counts: Path, *more: str) -> asyncio.subprocess.
     return host
 
 
-async def _cli(*args: str) -> tuple[int, str, str]:
+async def _cli(*args: str, counts: Path | None = None) -> tuple[int, str, str]:
+    """``dsh-jupyter approvals ARGS``; given ``counts``, with ``--tools journal_host:tools``
+    importable and counting into it."""
     env = {name: value for name, value in os.environ.items() if name != "DSH_JOURNAL"}
+    if counts is not None:
+        env["DSH_TEST_COUNTS"] = str(counts)
     done = await asyncio.create_subprocess_exec(
         sys.executable, "-m", "dsh_jupyter.cli", "approvals", *args, env=env,
+        cwd=SUPPORT if counts is not None else None,
         stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
-    out, err = await asyncio.wait_for(done.communicate(), 60)
+    out, err = await asyncio.wait_for(done.communicate(), 120)
     assert done.returncode is not None
     return done.returncode, out.decode(), err.decode()
+
+
+async def _killed_while_waiting(journal: Path, counts: Path, *more: str) -> str:
+    """A host SIGKILLed (with its kernels) while its run waits: the run's id."""
+    host = await _start(journal, counts, *more)
+    os.killpg(host.pid, signal.SIGKILL)
+    await host.wait()
+    return await _only_run_waiting(journal)
+
+
+async def _resumed_in_a_new_host(journal: Path, counts: Path, run_id: str,
+                                 *more: str) -> dict[str, Any]:
+    """``registry.resume(run_id)`` in a new host process: its result."""
+    resumed = await asyncio.create_subprocess_exec(
+        sys.executable, str(HOST), str(journal), str(counts), "resume", run_id, *more,
+        stdout=asyncio.subprocess.PIPE)
+    out_bytes, _ = await asyncio.wait_for(resumed.communicate(), 120)
+    assert resumed.returncode == 0, out_bytes
+    result: dict[str, Any] = json.loads(out_bytes.decode().splitlines()[-1])
+    return result
 
 
 def _lines(path: Path) -> list[str]:
@@ -101,10 +127,7 @@ async def test_approved_from_the_command_line_a_live_host_goes_on(tmp_path: Path
 async def test_rejected_after_the_host_died_the_run_resumes_without_the_call(
         tmp_path: Path) -> None:
     journal, counts = tmp_path / "runs.sqlite", tmp_path / "bodies.txt"
-    host = await _start(journal, counts)
-    os.killpg(host.pid, signal.SIGKILL)  # the host and its kernels
-    await host.wait()
-    run_id = await _only_run_waiting(journal)
+    run_id = await _killed_while_waiting(journal, counts)
 
     code, out, err = await _cli("reject", run_id, "--journal", str(journal),
                                 "--note", "keep a.txt")
@@ -112,12 +135,7 @@ async def test_rejected_after_the_host_died_the_run_resumes_without_the_call(
     assert out.endswith(f" is gone: resume the run with the same tools and this journal, in "
                         f'Python: await registry.resume("{run_id}")\n')
 
-    resumed = await asyncio.create_subprocess_exec(
-        sys.executable, str(HOST), str(journal), str(counts), "resume", run_id,
-        stdout=asyncio.subprocess.PIPE)
-    out_bytes, _ = await asyncio.wait_for(resumed.communicate(), 120)
-    assert resumed.returncode == 0, out_bytes
-    result = json.loads(out_bytes.decode().splitlines()[-1])
+    result = await _resumed_in_a_new_host(journal, counts, run_id)
     assert result["is_error"] is False, result
     assert "refused: rm deletes (rejected by cli: keep a.txt)" in result["text"]
     assert _lines(counts) == ["read a.txt", "read b.txt"]  # rm never ran; a.txt read once
@@ -126,20 +144,11 @@ async def test_rejected_after_the_host_died_the_run_resumes_without_the_call(
 async def test_approved_with_tools_after_the_host_died_the_command_resumes_it(
         tmp_path: Path) -> None:
     journal, counts = tmp_path / "runs.sqlite", tmp_path / "bodies.txt"
-    host = await _start(journal, counts)
-    os.killpg(host.pid, signal.SIGKILL)
-    await host.wait()
-    run_id = await _only_run_waiting(journal)
+    run_id = await _killed_while_waiting(journal, counts)
 
-    env = {**os.environ, "DSH_TEST_COUNTS": str(counts)}
-    env.pop("DSH_JOURNAL", None)
-    done = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "dsh_jupyter.cli", "approvals", "approve", run_id,
-        "--journal", str(journal), "--tools", "journal_host:tools", cwd=SUPPORT, env=env,
-        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
-    out_bytes, err_bytes = await asyncio.wait_for(done.communicate(), 120)
-    out, err = out_bytes.decode(), err_bytes.decode()
-    assert done.returncode == 0, (out, err)
+    code, out, err = await _cli("approve", run_id, "--journal", str(journal),
+                                "--tools", "journal_host:tools", counts=counts)
+    assert code == 0, (out, err)
     assert out.startswith(f"approved call 2 (rm) of run {run_id}; resuming it here with "
                           "journal_host:tools\nrun_code ok:\n"), out
     assert "removed a.txt" in out and "<b.txt>" in out
@@ -156,33 +165,20 @@ async def test_approved_with_tools_after_the_host_died_the_command_resumes_it(
 
 async def test_a_run_made_in_a_scope_resumes_only_in_that_scope(tmp_path: Path) -> None:
     journal, counts = tmp_path / "runs.sqlite", tmp_path / "bodies.txt"
-    host = await _start(journal, counts, "in=analyst")
-    os.killpg(host.pid, signal.SIGKILL)
-    await host.wait()
-    run_id = await _only_run_waiting(journal)
+    run_id = await _killed_while_waiting(journal, counts, "in=analyst")
 
     # The command's tools make no scope 'analyst': the decision is recorded, the resume
     # refused in one line, and nothing runs with the registry's own (wider) policies.
-    env = {**os.environ, "DSH_TEST_COUNTS": str(counts)}
-    env.pop("DSH_JOURNAL", None)
-    done = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "dsh_jupyter.cli", "approvals", "approve", run_id,
-        "--journal", str(journal), "--tools", "journal_host:tools", cwd=SUPPORT, env=env,
-        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
-    _, err_bytes = await asyncio.wait_for(done.communicate(), 120)
-    assert done.returncode == 1
-    assert err_bytes.decode() == (
+    code, _, err = await _cli("approve", run_id, "--journal", str(journal),
+                              "--tools", "journal_host:tools", counts=counts)
+    assert code == 1
+    assert err == (
         f"dsh-jupyter approvals: run {run_id} was made in scope 'analyst', which this process "
         "does not have: create that scope (with its tools and policies) before resuming, or "
         "name the scope to resume in (agent=, --scope)\n")
     assert _lines(counts) == ["read a.txt"]
 
     # A host that makes the scope again resumes the run in it: its policy holds.
-    resumed = await asyncio.create_subprocess_exec(
-        sys.executable, str(HOST), str(journal), str(counts), "resume", run_id, "in=analyst",
-        stdout=asyncio.subprocess.PIPE)
-    out_bytes, _ = await asyncio.wait_for(resumed.communicate(), 120)
-    assert resumed.returncode == 0, out_bytes
-    result = json.loads(out_bytes.decode().splitlines()[-1])
+    result = await _resumed_in_a_new_host(journal, counts, run_id, "in=analyst")
     assert result["is_error"] is True and "b.txt is not analyst's" in result["text"], result
     assert _lines(counts) == ["read a.txt", "rm a.txt"]  # b.txt never read
