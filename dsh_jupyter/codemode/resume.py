@@ -87,12 +87,12 @@ def resumed_scope(registry: CodeModeHost, run: RunRecord,
         return agent
     if run.scope is None:
         return None
-    scopes = registry.scopes
-    live = next((s for s in scopes if s.session_key == run.scope), None) \
-        or next((s for s in scopes if run.scope_name is not None and s.name == run.scope_name),
-                None)
-    if live is not None:
-        return live
+    for live in registry.scopes:  # the very scope (this process), else one of its name
+        if live.session_key == run.scope:
+            return live
+    for live in registry.scopes:
+        if run.scope_name is not None and live.name == run.scope_name:
+            return live
     made_in = (f"scope {run.scope_name!r}" if run.scope_name is not None
                else "an agent scope whose name the journal does not hold (an older journal)")
     raise JournalError(f"run {run.run_id} was made in {made_in}, which this process does not "
