@@ -134,6 +134,16 @@ def serve_command(*options: str, tools: str = "serve_support:served_registry") -
     return serve_mcp_command("--tools", tools, *options)
 
 
+def interruptible(command: Sequence[str]) -> list[str]:
+    """``command`` with SIGINT at its default, as a program in a terminal's foreground has
+    it, for a test that interrupts it. A shell's background job (how a CI runner may start
+    the tests) inherits SIGINT ignored, so that Ctrl-C leaves it alone, and a server that
+    respects that does not stop. A shim resets it and execs the command (same process)."""
+    shim = ("import os, signal, sys; signal.signal(signal.SIGINT, signal.SIG_DFL); "
+            "os.execv(sys.argv[1], sys.argv[1:])")
+    return [sys.executable, "-c", shim, *command]
+
+
 def serve_mcp_command(*options: str) -> list[str]:
     """``dsh-jupyter serve-mcp OPTIONS`` (this interpreter's)."""
     return [sys.executable, "-m", "dsh_jupyter.cli", "serve-mcp", *options]

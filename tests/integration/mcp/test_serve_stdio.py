@@ -23,7 +23,16 @@ pytest.importorskip("mcp.client")  # "mcp" alone could resolve to the tests/inte
 from mcp import Client, stdio_client
 from mcp.types import ImageContent, TextContent
 from mcp_support import eventually
-from serve_support import HERE, PIXEL, Answers, serve_command, serve_env, served_facts, stdio_params
+from serve_support import (
+    HERE,
+    PIXEL,
+    Answers,
+    interruptible,
+    serve_command,
+    serve_env,
+    served_facts,
+    stdio_params,
+)
 
 from dsh_jupyter.mcp.serve_tools import ERROR_META_KEY
 
@@ -214,7 +223,7 @@ def test_a_signal_stops_serving_while_the_client_keeps_stdin_open(tmp_path: Path
     for the client's next line before the process could exit."""
     stderr = tmp_path / "stderr"
     with stderr.open("w") as errors:
-        process = subprocess.Popen(serve_command(), stdin=subprocess.PIPE,
+        process = subprocess.Popen(interruptible(serve_command()), stdin=subprocess.PIPE,
                                    stdout=subprocess.DEVNULL, stderr=errors,
                                    env=serve_env(tmp_path / "facts"), cwd=HERE)
         try:

@@ -24,7 +24,7 @@ import pytest
 pytest.importorskip("mcp.client")  # "mcp" alone could resolve to the tests/integration/mcp folder
 
 from mcp_support import SERVER, filesystem_server, git_server, pids_running
-from serve_support import serve_mcp_command, wrap_command
+from serve_support import interruptible, serve_mcp_command, wrap_command
 
 pytestmark = pytest.mark.timeout(120)
 _PREFIX = "dsh-jupyter serve-mcp: "
@@ -36,7 +36,8 @@ class RawServe:
     def __init__(self, command: list[str], stderr: Path) -> None:
         self._stderr_path = stderr
         self._stderr = stderr.open("w")
-        self.process = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+        self.process = subprocess.Popen(interruptible(command), stdin=subprocess.PIPE,
+                                        stdout=subprocess.PIPE,
                                         stderr=self._stderr, text=True, bufsize=1)
         self.stdout: list[str] = []  # every line the server wrote, in order
         self._ids = iter(range(1, 1000))
